@@ -1,0 +1,534 @@
+"""The `pgsched` command: up, worker, migrate, jobs …; it wires the objects together."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import click
+import httpx
+import psycopg
+import structlog
+from psycopg_pool import PoolTimeout
+
+from app import embedded
+from app.clock import SystemClock
+from app.domain.job import ECHO_TASK, JobSpec
+from app.domain.models import ExecutorKind, JobState
+from app.domain.retry import RetryPolicy
+from app.domain.schedule import Schedule
+from app.errors import AppError, NotFoundError, ValidationError
+from app.jobs import cancel_job, create_job, ensure_partitions
+from app.log import configure_logging
+from app.maintenance.elector import Elector
+from app.maintenance.partitions import PartitionKeeper
+from app.maintenance.reclaimer import Reclaimer
+from app.planner import Planner
+from app.settings import Settings
+from app.store import jobs as jobs_store
+from app.store import migrate as migrations
+from app.store import run_logs, runs, users
+from app.store.db import AsyncConn, connect, create_pool, translate
+from app.tasks import REGISTRY
+from app.worker.executors.base import Executor
+from app.worker.executors.http import HttpExecutor
+from app.worker.executors.python import PythonExecutor, import_modules
+from app.worker.executors.shell import ShellExecutor
+from app.worker.runner import Worker
+
+log = structlog.get_logger("pgsched")
+T = TypeVar("T")
+
+DEFAULT_OWNER = "local"
+POOL_OPEN_TIMEOUT = 10.0
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Bad input and unreachable databases end in one line on stderr and exit 1."""
+    try:
+        yield
+    except AppError as exc:
+        raise click.ClickException(exc.message) from None
+    except PoolTimeout:
+        raise click.ClickException("database unavailable: could not connect in time") from None
+    except psycopg.Error as exc:
+        raise click.ClickException(translate(exc).message) from None
+
+
+def _settings(ctx: click.Context) -> Settings:
+    settings: Settings = ctx.obj
+    return settings
+
+
+def _url(settings: Settings) -> str:
+    return settings.database_url or embedded.running_url(settings.data_dir)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--database-url", help="PostgreSQL URL [PGSCHED_DATABASE_URL].")
+@click.option("--log-level", help="debug, info, warning or error [PGSCHED_LOG_LEVEL].")
+@click.version_option(package_name="pgsched")
+@click.pass_context
+def main(ctx: click.Context, database_url: str | None, log_level: str | None) -> None:
+    """pgsched: a distributed job scheduler whose only infrastructure is PostgreSQL."""
+    with _errors():
+        settings = Settings.from_env(os.environ).with_overrides(
+            database_url=database_url, log_level=log_level
+        )
+    configure_logging(settings)
+    ctx.obj = settings
+
+
+# -- running -----------------------------------------------------------------------------
+
+
+def _worker_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option(
+        "--concurrency",
+        type=click.IntRange(1, 10_000),
+        help="Executions at once [PGSCHED_CONCURRENCY].",
+    )(f)
+    f = click.option(
+        "--import",
+        "imports",
+        multiple=True,
+        help="Module defining @task functions (repeatable) [PGSCHED_IMPORTS].",
+    )(f)
+    return f
+
+
+def _apply_worker_options(
+    settings: Settings, concurrency: int | None, imports: Sequence[str]
+) -> Settings:
+    return settings.with_overrides(
+        concurrency=concurrency, imports=(*settings.imports, *imports) or None
+    )
+
+
+@main.command()
+@_worker_options
+@click.pass_context
+def up(ctx: click.Context, concurrency: int | None, imports: tuple[str, ...]) -> None:
+    """Run everything in one process; embedded PostgreSQL unless a URL is given."""
+    settings = _apply_worker_options(_settings(ctx), concurrency, imports)
+    with _errors():
+        url = settings.database_url
+        if url is None:
+            url = embedded.start(settings.data_dir)
+            log.info("embedded_postgres_started", data_dir=str(settings.data_dir))
+        migrations.upgrade(url)
+        log.info("migrated", revision=migrations.current_head())
+        asyncio.run(serve(settings, url))
+
+
+@main.command()
+@_worker_options
+@click.pass_context
+def worker(ctx: click.Context, concurrency: int | None, imports: tuple[str, ...]) -> None:
+    """Run a worker (with its planner and the leader-elected maintenance duties)."""
+    settings = _apply_worker_options(_settings(ctx), concurrency, imports)
+    with _errors():
+        asyncio.run(serve(settings, _url(settings)))
+
+
+@main.command()
+@click.option("--revision", default="head", show_default=True, help="Upgrade to this revision.")
+@click.option("--downgrade", "down_to", help="Downgrade to this revision instead.")
+@click.pass_context
+def migrate(ctx: click.Context, revision: str, down_to: str | None) -> None:
+    """Apply the database migrations (alembic)."""
+    settings = _settings(ctx)
+    with _errors():
+        url = _url(settings)
+        if down_to:
+            migrations.downgrade(url, down_to)
+        else:
+            migrations.upgrade(url, revision)
+            asyncio.run(_with_conn(url, lambda c: ensure_partitions(c, settings)))
+    click.echo(f"migrated to {down_to or revision}")
+
+
+async def serve(settings: Settings, url: str) -> None:
+    """Wire one process: pool, executors, worker, planner, elector and leader duties."""
+    import_modules(settings.imports)
+    clock = SystemClock()
+    pool = create_pool(url, max_size=settings.pool_max)
+    await pool.open(wait=True, timeout=POOL_OPEN_TIMEOUT)
+    async with pool.connection() as conn, conn.transaction():
+        await ensure_partitions(conn, settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with httpx.AsyncClient(follow_redirects=False) as client:
+        executors: dict[ExecutorKind, Executor] = {
+            ExecutorKind.PYTHON: PythonExecutor(REGISTRY),
+            ExecutorKind.HTTP: HttpExecutor(client),
+            ExecutorKind.SHELL: ShellExecutor(enabled=settings.shell_enabled),
+        }
+        the_worker = Worker(settings, pool, url, executors, clock)
+        elector = Elector(pool, settings, clock, the_worker.id)
+        services = [
+            elector,
+            Planner(pool, settings),
+            Reclaimer(pool, settings, lambda: elector.is_leader),
+            PartitionKeeper(pool, settings, lambda: elector.is_leader),
+        ]
+        await elector.run_once()
+        for service in services:
+            service.start()
+        try:
+            await the_worker.run(stop)
+        finally:
+            for service in reversed(services):
+                await service.stop()
+            await pool.close()
+
+
+# -- jobs --------------------------------------------------------------------------------
+
+
+async def _with_conn(url: str, work: Callable[[AsyncConn], Awaitable[T]]) -> T:
+    conn = await connect(url, name="pgsched-cli")
+    try:
+        return await work(conn)
+    finally:
+        await conn.close()
+
+
+def _run(ctx: click.Context, work: Callable[[AsyncConn], Awaitable[T]]) -> T:
+    with _errors():
+        return asyncio.run(_with_conn(_url(_settings(ctx)), work))
+
+
+_RELATIVE = re.compile(r"^\+(\d+(?:\.\d+)?)([smhd])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_when(text: str, *, now: datetime | None = None) -> datetime:
+    """'now', '+30s' / '+5m' / '+2h' / '+1d', or ISO 8601 with a UTC offset."""
+    now = now or datetime.now(UTC)
+    if text == "now":
+        return now
+    relative = _RELATIVE.match(text)
+    if relative:
+        return now + timedelta(**{_UNITS[relative[2]]: float(relative[1])})
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError(
+            f"--at {text!r} is not a time: use ISO 8601 with an offset "
+            "(2030-01-01T09:00:00+01:00), 'now' or '+30s'"
+        ) from None
+    if when.tzinfo is None:
+        raise ValidationError(f"--at {text!r} needs a UTC offset, e.g. {text}+00:00")
+    return when
+
+
+def _json_arg(text: str | None, name: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{name} is not valid JSON: {exc.msg}") from None
+
+
+def build_spec(
+    settings: Settings,
+    *,
+    at: str | None,
+    cron: str | None,
+    every: float | None,
+    tz: str,
+    shell: str | None,
+    http: str | None,
+    method: str,
+    headers: tuple[str, ...],
+    body: str | None,
+    task: str | None,
+    args: str | None,
+    message: str | None,
+    name: str,
+    timeout: float,
+    max_attempts: int | None,
+    priority: int,
+    idempotency_key: str | None,
+) -> JobSpec:
+    """The JobSpec that `pgsched jobs create` options describe."""
+    if sum(x is not None for x in (at, cron, every)) > 1:
+        raise ValidationError("give one of --at, --cron, --every")
+    if sum(x is not None for x in (shell, http, task)) > 1:
+        raise ValidationError("give one of --shell, --http, --task")
+    if cron is not None:
+        schedule = Schedule.cron_expr(cron, tz)
+    elif every is not None:
+        schedule = Schedule.every(timedelta(seconds=every), datetime.now(UTC), tz)
+    else:
+        schedule = Schedule.once(parse_when(at or "now"), tz)
+    payload: dict[str, Any] = {}
+    if shell is not None:
+        if not settings.shell_enabled:
+            raise ValidationError(
+                "shell jobs are disabled: the operator sets PGSCHED_SHELL_ENABLED=1"
+            )
+        executor, payload = ExecutorKind.SHELL, {"command": shell}
+    elif http is not None:
+        parsed_headers = {}
+        for header in headers:
+            key, sep, value = header.partition(":")
+            if not sep:
+                raise ValidationError(f"--header {header!r} must be 'Name: value'")
+            parsed_headers[key.strip()] = value.strip()
+        payload = {"url": http, "method": method, "headers": parsed_headers}
+        body_value = _json_arg(body, "--body") if body and body[:1] in "{[" else body
+        if body_value is not None:
+            payload["body"] = body_value
+        executor = ExecutorKind.HTTP
+    else:
+        task = task or ECHO_TASK
+        REGISTRY.require(task)
+        executor = ExecutorKind.PYTHON
+        parsed_args = _json_arg(args, "--args")
+        if parsed_args is not None:
+            if not isinstance(parsed_args, dict):
+                raise ValidationError("--args must be a JSON object")
+            payload = {"args": parsed_args}
+    return JobSpec(
+        schedule=schedule,
+        executor=executor,
+        retry=RetryPolicy(
+            max_attempts or settings.max_attempts, settings.backoff_base, settings.backoff_max
+        ),
+        task=task if executor is ExecutorKind.PYTHON else None,
+        payload=payload,
+        message=message,
+        name=name,
+        timeout=timedelta(seconds=timeout),
+        priority=priority,
+        idempotency_key=idempotency_key,
+    )
+
+
+@main.group()
+def jobs() -> None:
+    """Create, inspect and cancel jobs."""
+
+
+@jobs.command("create")
+@click.option("--at", help="When, for a one-off job: ISO 8601 with offset, 'now', '+30s'.")
+@click.option("--cron", help="Cron expression (5 fields, or 6 with leading seconds).")
+@click.option("--every", type=float, help="Run every N seconds.")
+@click.option("--tz", default="UTC", show_default=True, help="IANA time zone of the schedule.")
+@click.option("--shell", help="Shell command to run (needs PGSCHED_SHELL_ENABLED).")
+@click.option("--http", help="URL to request; 2xx is success.")
+@click.option("--method", default="POST", show_default=True, help="HTTP method.")
+@click.option("--header", "headers", multiple=True, help="HTTP header 'Name: value'.")
+@click.option("--body", help="HTTP body (JSON if it starts with { or [).")
+@click.option("--task", help="Registered python task name (default: pgsched.echo).")
+@click.option("--args", help="JSON object passed to the python task.")
+@click.option("--import", "imports", multiple=True, help="Module defining @task functions.")
+@click.option("--message", help="A message; the default task records it as output.")
+@click.option("--name", default="", help="A name for people.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.001, 86400),
+    default=60,
+    show_default=True,
+    help="Seconds before the run is killed.",
+)
+@click.option("--max-attempts", type=click.IntRange(1, 100), help="Attempts before dead.")
+@click.option("--priority", type=click.IntRange(-100, 100), default=0, show_default=True)
+@click.option("--idempotency-key", help="Return the existing job if this key was used.")
+@click.option("--owner", default=DEFAULT_OWNER, show_default=True, help="Owning user.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def jobs_create(
+    ctx: click.Context, imports: tuple[str, ...], owner: str, as_json: bool, **options: Any
+) -> None:
+    """Create a job."""
+    settings = _settings(ctx)
+    with _errors():
+        import_modules((*settings.imports, *imports))
+        spec = build_spec(settings, **options)
+
+    async def work(conn: AsyncConn) -> Any:
+        user = await users.ensure(conn, owner)
+        return await create_job(conn, user["id"], spec, settings)
+
+    created = _run(ctx, work)
+    if as_json:
+        _print_json(created.job)
+    else:
+        verb = "created" if created.created else "exists (idempotency key)"
+        job = created.job
+        click.echo(f"job {job['id']} {verb}: next run at {_fmt(job['next_run_at'])}")
+
+
+@jobs.command("list")
+@click.option("--state", type=click.Choice([s.value for s in JobState]))
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def jobs_list(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> None:
+    """List jobs, newest first."""
+    rows = _run(
+        ctx,
+        lambda c: jobs_store.list_(
+            c, owner_id=None, limit=limit, state=JobState(state) if state else None
+        ),
+    )
+    if as_json:
+        _print_json(rows)
+        return
+    _table(
+        rows,
+        [
+            "id",
+            "owner",
+            "name",
+            "schedule_kind",
+            "executor",
+            "state",
+            "next_run_at",
+            "last_run_state",
+        ],
+    )
+
+
+@jobs.command("show")
+@click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def jobs_show(ctx: click.Context, job_id: int, as_json: bool) -> None:
+    """Show one job."""
+    row = _run(ctx, lambda c: _require(jobs_store.get(c, job_id, owner_id=None), "job", job_id))
+    if as_json:
+        _print_json(row)
+        return
+    for key, value in row.items():
+        click.echo(f"{key:>26}: {_fmt(value)}")
+
+
+@jobs.command("runs")
+@click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def jobs_runs(ctx: click.Context, job_id: int, limit: int, as_json: bool) -> None:
+    """A job's runs (its execution history), newest first."""
+
+    async def work(conn: AsyncConn) -> list[dict[str, Any]]:
+        await _require(jobs_store.get(conn, job_id, owner_id=None), "job", job_id)
+        return await runs.list_for_job(conn, job_id, owner_id=None, limit=limit)
+
+    rows = _run(ctx, work)
+    if as_json:
+        _print_json(rows)
+        return
+    _table(
+        rows,
+        [
+            "id",
+            "attempt",
+            "state",
+            "slot_at",
+            "started_at",
+            "finished_at",
+            "lateness_seconds",
+            "error",
+        ],
+    )
+
+
+@jobs.command("logs")
+@click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
+@click.option(
+    "--run",
+    "run_id",
+    type=click.IntRange(1, 2**63 - 1),
+    help="A run id (default: the job's latest run).",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def jobs_logs(ctx: click.Context, job_id: int, run_id: int | None, as_json: bool) -> None:
+    """The captured output of a job's latest run (or of --run)."""
+
+    async def work(conn: AsyncConn) -> list[dict[str, Any]]:
+        await _require(jobs_store.get(conn, job_id, owner_id=None), "job", job_id)
+        target = run_id
+        if target is None:
+            latest = await runs.list_for_job(conn, job_id, owner_id=None, limit=1)
+            if not latest:
+                raise ValidationError(f"job {job_id} has no runs yet")
+            target = latest[0]["id"]
+        run = await _require(runs.get(conn, target, owner_id=None), "run", target)
+        if run["job_id"] != job_id:
+            raise ValidationError(f"run {target} is not a run of job {job_id}")
+        return await run_logs.list_for_run(conn, target, owner_id=None)
+
+    rows = _run(ctx, work)
+    if as_json:
+        _print_json(rows)
+        return
+    for row in rows:
+        click.echo(f"{_fmt(row['at'])} {row['stream']:<6} {row['line']}")
+
+
+@jobs.command("cancel")
+@click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
+@click.pass_context
+def jobs_cancel(ctx: click.Context, job_id: int) -> None:
+    """Cancel a job: nothing more is planned, queued runs end, running ones are stopped."""
+    result = _run(ctx, lambda c: cancel_job(c, job_id, owner_id=None))
+    click.echo(
+        f"job {job_id} cancelled: {result['queued_cancelled']} queued runs cancelled, "
+        f"{result['running_signalled']} running runs told to stop"
+    )
+
+
+# -- output ------------------------------------------------------------------------------
+
+
+async def _require(
+    found: Awaitable[dict[str, Any] | None], what: str, ident: int
+) -> dict[str, Any]:
+    row = await found
+    if row is None:
+        raise NotFoundError(f"{what} {ident} not found")
+    return row
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for row in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+
+
+def _print_json(value: Any) -> None:
+    click.echo(json.dumps(value, default=_fmt, indent=2))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Pure domain logic: no I/O, no imports from the rest of app."""

@@ -1,0 +1,48 @@
+"""The AppError hierarchy: every error a user can cause or see has a class here."""
+
+from __future__ import annotations
+
+
+class AppError(Exception):
+    """Base of every error pgsched raises on purpose; `code` is stable for clients."""
+
+    code = "error"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class ValidationError(AppError):
+    code = "invalid"
+
+
+class InvalidScheduleError(ValidationError):
+    code = "invalid_schedule"
+
+
+class SettingsError(AppError):
+    code = "invalid_setting"
+
+
+class NotFoundError(AppError):
+    code = "not_found"
+
+
+class ConflictError(AppError):
+    code = "conflict"
+
+
+class ForbiddenError(AppError):
+    code = "forbidden"
+
+
+class StoreError(AppError):
+    """The database refused or could not be reached."""
+
+    code = "store_error"
+
+
+class UnavailableError(StoreError):
+    code = "unavailable"

@@ -1,0 +1,1 @@
+"""Leader-only services (and the periodic-service base the planner shares)."""

@@ -1,0 +1,60 @@
+"""A periodic service: `run_once` on an interval, with `start` and `stop`.
+
+One failing tick is logged and retried next interval (the database may be restarting);
+CancelledError always propagates, so stopping is never swallowed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("pgsched.service")
+
+
+class Service:
+    name = "service"
+
+    def __init__(self, interval: timedelta) -> None:
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self._kick = asyncio.Event()
+
+    async def run_once(self) -> Any:
+        raise NotImplementedError
+
+    def should_run(self) -> bool:
+        """Leader-only services override this."""
+        return True
+
+    def kick(self) -> None:
+        """Run the next tick now rather than at the end of the interval."""
+        self._kick.set()
+
+    async def _loop(self) -> None:
+        while True:
+            if self.should_run():
+                try:
+                    await self.run_once()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("service_tick_failed", service=self.name)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), self.interval.total_seconds())
+            self._kick.clear()
+
+    def start(self) -> asyncio.Task[None]:
+        self._task = asyncio.create_task(self._loop(), name=self.name)
+        return self._task
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -1,0 +1,1 @@
+"""The only package that talks to PostgreSQL (psycopg) or reads sql/."""

@@ -1,0 +1,108 @@
+"""Connections: the pool factory, and the one place psycopg errors become AppErrors."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from app.errors import AppError, ConflictError, StoreError, UnavailableError, ValidationError
+
+AsyncConn = psycopg.AsyncConnection[dict[str, Any]]
+Conn = psycopg.Connection[dict[str, Any]]
+
+# Prepare hot statements server-side after their first use: the claim, heartbeat and
+# completion run thousands of times a second and skip parsing and planning each time.
+PREPARE_THRESHOLD = 1
+
+
+def sqlalchemy_url(url: str) -> str:
+    """alembic needs SQLAlchemy's spelling of the same URL (psycopg 3 driver)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def translate(exc: BaseException) -> AppError:
+    """Map a psycopg error to the AppError a caller can act on."""
+    if isinstance(exc, pg_errors.UniqueViolation):
+        return ConflictError("that already exists")
+    if isinstance(exc, pg_errors.ForeignKeyViolation):
+        return ConflictError("a referenced row does not exist")
+    if isinstance(
+        exc,
+        pg_errors.DataError
+        | pg_errors.CheckViolation
+        | pg_errors.NotNullViolation
+        | pg_errors.InvalidTextRepresentation,
+    ):
+        return ValidationError(f"invalid value: {getattr(exc.diag, 'message_primary', exc)}")
+    if isinstance(exc, psycopg.OperationalError):
+        return UnavailableError(f"database unavailable: {_first_line(exc)}")
+    return StoreError(f"database error: {_first_line(exc)}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+async def _configure(conn: AsyncConn) -> None:
+    conn.prepare_threshold = PREPARE_THRESHOLD
+    await conn.set_autocommit(True)
+
+
+def create_pool(
+    url: str, *, max_size: int, name: str = "pgsched"
+) -> AsyncConnectionPool[AsyncConn]:
+    """An async pool that reconnects by itself after a Postgres restart."""
+    return AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        open=False,
+        name=name,
+        kwargs={"row_factory": dict_row, "application_name": name},
+        configure=_configure,
+        check=AsyncConnectionPool.check_connection,
+        reconnect_timeout=3600,
+    )
+
+
+async def connect(url: str, *, name: str = "pgsched") -> AsyncConn:
+    """A dedicated connection, outside the pool (heartbeat, LISTEN)."""
+    conn = await psycopg.AsyncConnection.connect(
+        url, row_factory=dict_row, autocommit=True, application_name=name
+    )
+    conn.prepare_threshold = PREPARE_THRESHOLD
+    return conn
+
+
+def connect_sync(url: str, *, name: str = "pgsched-cli") -> Conn:
+    try:
+        return psycopg.Connection.connect(
+            url, row_factory=dict_row, autocommit=True, application_name=name, connect_timeout=5
+        )
+    except psycopg.Error as exc:
+        raise translate(exc) from None
+
+
+@contextlib.asynccontextmanager
+async def transaction(pool: AsyncConnectionPool[AsyncConn]) -> AsyncIterator[AsyncConn]:
+    async with pool.connection() as conn, conn.transaction():
+        yield conn
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """Re-raise psycopg errors as AppErrors (for request and CLI paths)."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise translate(exc) from None

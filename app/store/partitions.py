@@ -1,0 +1,32 @@
+"""Partitions of runs and run_logs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from app.store.db import AsyncConn
+from app.store.queries import many, one
+
+
+async def ensure(
+    conn: AsyncConn,
+    *,
+    behind: timedelta,
+    ahead: timedelta,
+    minutes: int,
+    now: datetime | None = None,
+) -> int:
+    row = await one(conn, "partitions_ensure", behind=behind, ahead=ahead, minutes=minutes, now=now)
+    return int(row["made"]) if row else 0
+
+
+async def drop_expired(
+    conn: AsyncConn, *, retention: timedelta, now: datetime | None = None
+) -> list[str]:
+    rows = await many(conn, "partitions_drop_expired", retention=retention, now=now)
+    return [r["suffix"] for r in rows]
+
+
+async def list_(conn: AsyncConn) -> list[dict[str, Any]]:
+    return await many(conn, "partitions_list")

@@ -1,0 +1,168 @@
+"""Runs: claim, heartbeat, complete, release, reclaim, and history reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from app.domain.models import Claim, Completion, ExecutorKind, RunKey, RunState
+from app.store.db import AsyncConn
+from app.store.queries import many, one
+
+# Runs are never inserted due earlier than now() - this (runs_insert_slots clamps), which
+# makes `least(min queued due, now() - margin)` a safe lower bound for the claim.
+INSERT_MARGIN = timedelta(minutes=5)
+
+
+def _keys(keys: Sequence[RunKey]) -> dict[str, list[Any]]:
+    return {
+        "ids": [k.id for k in keys],
+        "due_ats": [k.due_at for k in keys],
+        "attempts": [k.attempt for k in keys],
+    }
+
+
+async def claim(
+    conn: AsyncConn,
+    *,
+    worker_id: str,
+    limit: int,
+    lease: timedelta,
+    floor: datetime,
+    now: datetime | None = None,
+) -> list[Claim]:
+    rows = await many(
+        conn, "runs_claim", worker_id=worker_id, limit=limit, lease=lease, floor=floor, now=now
+    )
+    return [
+        Claim(
+            id=r["id"],
+            due_at=r["due_at"],
+            attempt=r["attempt"],
+            job_id=r["job_id"],
+            owner_id=r["owner_id"],
+            slot_at=r["slot_at"],
+            started_at=r["started_at"],
+            executor=ExecutorKind(r["executor"]),
+            task=r["task"],
+            payload=r["payload"],
+            message=r["message"],
+            timeout=timedelta(seconds=r["timeout_seconds"]),
+            max_attempts=r["max_attempts"],
+            backoff_base=timedelta(seconds=r["backoff_base_seconds"]),
+            backoff_max=timedelta(seconds=r["backoff_max_seconds"]),
+        )
+        for r in rows
+    ]
+
+
+async def heartbeat(
+    conn: AsyncConn,
+    keys: Sequence[RunKey],
+    *,
+    worker_id: str,
+    lease: timedelta,
+    now: datetime | None = None,
+) -> dict[int, bool]:
+    """Renew leases; returns {run id: cancel requested} for the runs still held."""
+    rows = await many(
+        conn, "runs_heartbeat", worker_id=worker_id, lease=lease, now=now, **_keys(keys)
+    )
+    return {r["id"]: r["cancel_requested"] for r in rows}
+
+
+async def complete(
+    conn: AsyncConn,
+    completions: Sequence[Completion],
+    *,
+    worker_id: str,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    logs = [(c.key, line) for c in completions for line in c.logs]
+    return await many(
+        conn,
+        "runs_complete",
+        worker_id=worker_id,
+        now=now,
+        **_keys([c.key for c in completions]),
+        states=[c.state.value for c in completions],
+        errors=[c.error for c in completions],
+        retry_in=[
+            c.retry_in.total_seconds() if c.retry_in is not None else None for c in completions
+        ],
+        log_run_ids=[k.id for k, _ in logs],
+        log_due_ats=[k.due_at for k, _ in logs],
+        log_seqs=[line.seq for _, line in logs],
+        log_ats=[line.at for _, line in logs],
+        log_streams=[line.stream.value for _, line in logs],
+        log_lines=[line.line for _, line in logs],
+    )
+
+
+async def release(conn: AsyncConn, keys: Sequence[RunKey], *, worker_id: str) -> int:
+    row = await one(conn, "runs_release", worker_id=worker_id, **_keys(keys))
+    return int(row["released"]) if row else 0
+
+
+async def reclaim(
+    conn: AsyncConn, *, limit: int, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    return await many(conn, "runs_reclaim", limit=limit, now=now)
+
+
+async def next_due(
+    conn: AsyncConn, *, now: datetime | None = None
+) -> tuple[datetime | None, datetime]:
+    row = await one(conn, "runs_next_due", now=now)
+    assert row is not None
+    return row["due_at"], row["db_now"]
+
+
+async def queue_floor(conn: AsyncConn, *, now: datetime | None = None) -> datetime:
+    row = await one(conn, "runs_queue_floor", margin=INSERT_MARGIN, now=now)
+    assert row is not None and row["floor"] is not None
+    floor: datetime = row["floor"]
+    return floor
+
+
+async def insert_slots(
+    conn: AsyncConn,
+    slots: Sequence[tuple[int, int, datetime, int, RunState, str | None]],
+    *,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """Insert (job_id, owner_id, slot_at, priority, state, error) rows as first attempts."""
+    if not slots:
+        return []
+    job_ids, owner_ids, slot_ats, priorities, states, errors = zip(*slots, strict=True)
+    return await many(
+        conn,
+        "runs_insert_slots",
+        job_ids=list(job_ids),
+        owner_ids=list(owner_ids),
+        slot_ats=list(slot_ats),
+        priorities=list(priorities),
+        states=[s.value for s in states],
+        errors=list(errors),
+        margin=INSERT_MARGIN,
+        now=now,
+    )
+
+
+async def list_for_job(
+    conn: AsyncConn, job_id: int, *, owner_id: int | None, limit: int
+) -> list[dict[str, Any]]:
+    return await many(conn, "runs_list_for_job", job_id=job_id, owner_id=owner_id, limit=limit)
+
+
+async def get(conn: AsyncConn, run_id: int, *, owner_id: int | None) -> dict[str, Any] | None:
+    return await one(conn, "runs_get", id=run_id, owner_id=owner_id)
+
+
+async def cancel_for_job(
+    conn: AsyncConn, job_id: int, *, now: datetime | None = None
+) -> dict[str, Any]:
+    row = await one(conn, "runs_cancel_for_job", job_id=job_id, now=now)
+    assert row is not None
+    return row

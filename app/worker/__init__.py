@@ -1,0 +1,1 @@
+"""Workers: claim due runs, execute them, heartbeat their leases, complete in batches."""

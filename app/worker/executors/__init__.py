@@ -1,0 +1,1 @@
+"""What a run executes: a registered python task, an http request, or a shell command."""

@@ -1,0 +1,120 @@
+"""The heartbeat: one batched lease renewal per worker per interval, on a connection of
+its own so that neither job code nor a busy pool can starve it.
+
+A run missing from the renewal's result was reclaimed by the leader: its execution must
+stop, and its outcome is dropped. If renewals fail (database unreachable) for so long
+that the leases may have run out, the worker stops its own executions rather than let
+two attempts of one run live at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import Callable
+
+import psycopg
+import structlog
+
+from app.clock import Clock
+from app.domain.models import RunKey
+from app.settings import Settings
+from app.store import runs, workers
+from app.store.db import AsyncConn, connect
+
+log = structlog.get_logger("pgsched.heartbeat")
+
+
+class Heartbeat:
+    def __init__(
+        self,
+        url: str,
+        worker_id: str,
+        settings: Settings,
+        clock: Clock,
+        *,
+        held: Callable[[], dict[RunKey, float]],
+        on_lost: Callable[[list[RunKey]], None],
+        on_cancel: Callable[[list[int]], None],
+        running: Callable[[], int],
+    ) -> None:
+        self._url = url
+        self._worker_id = worker_id
+        self._settings = settings
+        self._clock = clock
+        self._held = held
+        self._on_lost = on_lost
+        self._on_cancel = on_cancel
+        self._running = running
+        self._conn: AsyncConn | None = None
+        self.renewals = 0
+        self.failures = 0
+
+    @property
+    def deadline_seconds(self) -> float:
+        """A run not renewed for this long may already be someone else's: stop it."""
+        s = self._settings
+        return (s.lease - s.heartbeat_interval / 2).total_seconds()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await self.beat()
+                await asyncio.sleep(self._settings.heartbeat_interval.total_seconds())
+        finally:
+            if self._conn is not None:
+                await self._conn.close()
+
+    async def beat(self) -> None:
+        held = self._held()
+        sent_at = self._clock.monotonic()
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = await connect(self._url, name="pgsched-heartbeat")
+            if held:
+                renewed = await runs.heartbeat(
+                    self._conn,
+                    list(held),
+                    worker_id=self._worker_id,
+                    lease=self._settings.lease,
+                )
+                self._apply(held, renewed, sent_at)
+            await workers.heartbeat(
+                self._conn,
+                id=self._worker_id,
+                hostname=socket.gethostname(),
+                pid=os.getpid(),
+                concurrency=self._settings.concurrency,
+                running=self._running(),
+            )
+            self.renewals += 1
+        except psycopg.OperationalError as exc:
+            self.failures += 1
+            log.warning("heartbeat_failed", error=str(exc).strip().splitlines()[0])
+            if self._conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    await self._conn.close()
+            self._conn = None
+        self._fence_expired()
+
+    def _apply(self, held: dict[RunKey, float], renewed: dict[int, bool], sent_at: float) -> None:
+        lost = [key for key in held if key.id not in renewed]
+        cancelled = [run_id for run_id, flag in renewed.items() if flag]
+        for key in held:
+            if key.id in renewed:
+                held[key] = sent_at  # shared dict: the worker's record of the renewal
+        if lost:
+            log.warning("lease_lost", run_ids=[k.id for k in lost])
+            self._on_lost(lost)
+        if cancelled:
+            self._on_cancel(cancelled)
+
+    def _fence_expired(self) -> None:
+        now = self._clock.monotonic()
+        limit = self.deadline_seconds
+        stale = [k for k, renewed_at in self._held().items() if now - renewed_at > limit]
+        if stale:
+            log.warning("lease_expired_locally", run_ids=[k.id for k in stale])
+            self._on_lost(stale)

@@ -1,0 +1,362 @@
+"""The worker: claim due runs, execute them, and hand outcomes to the completer.
+
+The claim loop:
+
+    while running:
+        free = concurrency - executing
+        if free: claim min(free, batch max) runs in one statement; start each
+                 (a full batch means more may be due: claim again at once)
+        sleep until woken: an execution ended (a slot freed), a NOTIFY said runs were
+        inserted, the earliest known future due time arrived, or the slow poll fired.
+
+Each claimed run is held (heartbeated) from its claim until its outcome is written, so
+a run is never both unleased and unfinished while this worker lives. An execution stops
+for one of four reasons: it ended, its timeout passed (`timed_out`), it was cancelled
+(`cancelled`), or its lease was lost or the worker is shutting down (no outcome is
+written: the run belongs to someone else, or is released back to the queue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import psycopg
+import structlog
+from psycopg_pool import AsyncConnectionPool
+
+from app.clock import Clock
+from app.domain.models import Claim, Completion, ExecutorKind, LogStream, RunKey, RunState
+from app.domain.retry import RetryPolicy
+from app.settings import Settings
+from app.store import runs, workers
+from app.store.db import AsyncConn, connect
+from app.worker.completer import Completer
+from app.worker.executors.base import Executor, FatalError, RunLog, TaskContext
+from app.worker.heartbeat import Heartbeat
+
+log = structlog.get_logger("pgsched.worker")
+
+FLOOR_REFRESH_SECONDS = 30.0
+RECONNECT_DELAY_SECONDS = 0.5
+# After cancelling an execution, how long to wait for it to wind down (a shell group
+# gets SIGTERM, then SIGKILL after its own grace) before moving on.
+STOP_WAIT_SECONDS = 3.0
+
+
+class StopReason(StrEnum):
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    LEASE_LOST = "lease_lost"
+    SHUTDOWN = "shutdown"
+
+
+@dataclass(eq=False)
+class Execution:
+    claim: Claim
+    stop_reason: StopReason | None = None
+    stop_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+    def stop(self, reason: StopReason) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.stop_requested.set()
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: AsyncConnectionPool[AsyncConn],
+        url: str,
+        executors: dict[ExecutorKind, Executor],
+        clock: Clock,
+        *,
+        worker_id: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.id = worker_id or new_worker_id()
+        self._pool = pool
+        self._url = url
+        self._executors = executors
+        self._clock = clock
+        self._executions: dict[int, Execution] = {}
+        # Every run this worker holds (executing or outcome not yet written) and the
+        # monotonic time its lease was last renewed (or claimed).
+        self._held: dict[RunKey, float] = {}
+        self._released: list[RunKey] = []
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._floor_at = -FLOOR_REFRESH_SECONDS
+        self._floor: object = None
+        self.completer = Completer(pool, self.id, on_written=self._forget)
+        self.heartbeat = Heartbeat(
+            url,
+            self.id,
+            settings,
+            clock,
+            held=lambda: self._held,
+            on_lost=lambda keys: self._stop_runs([k.id for k in keys], StopReason.LEASE_LOST),
+            on_cancel=lambda ids: self._stop_runs(ids, StopReason.CANCELLED),
+            running=lambda: len(self._executions),
+        )
+        self.claimed = 0
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until `stop` is set, then shut down gracefully. If a side task dies, the
+        worker stops rather than run half-alive."""
+        async with self._pool.connection() as conn:
+            await workers.register(
+                conn,
+                id=self.id,
+                hostname=socket.gethostname(),
+                pid=os.getpid(),
+                concurrency=self.settings.concurrency,
+            )
+        log.info("worker_started", worker_id=self.id, concurrency=self.settings.concurrency)
+        side = [
+            asyncio.create_task(self.heartbeat.run(), name="heartbeat"),
+            asyncio.create_task(self.completer.run(), name="completer"),
+            asyncio.create_task(self._listen(), name="listener"),
+        ]
+        claim_loop = asyncio.create_task(self._claim_loop(), name="claim-loop")
+        stopper = asyncio.create_task(stop.wait(), name="stop-signal")
+        try:
+            done, _ = await asyncio.wait(
+                [*side, claim_loop, stopper], return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                if task is not stopper and not task.cancelled() and task.exception():
+                    log.error(
+                        "worker_side_task_died", task=task.get_name(), error=repr(task.exception())
+                    )
+            self._stopping = True
+            self._wake.set()
+            await self._shutdown(claim_loop)
+        finally:
+            for task in [*side, claim_loop, stopper]:
+                task.cancel()
+            await asyncio.gather(*side, claim_loop, stopper, return_exceptions=True)
+            with contextlib.suppress(psycopg.Error):
+                async with self._pool.connection(timeout=2) as conn:
+                    await workers.deregister(conn, self.id)
+        for task in done:
+            if task is not stopper and not task.cancelled() and task.exception():
+                raise RuntimeError(f"worker side task {task.get_name()} died") from task.exception()
+
+    async def _shutdown(self, claim_loop: asyncio.Task[None]) -> None:
+        """Stop claiming, give executions the grace period, stop and release the rest."""
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.wait_for(claim_loop, 5)
+        running = [e.task for e in self._executions.values() if e.task]
+        if running:
+            log.info("worker_draining", running=len(running))
+            await asyncio.wait(running, timeout=self.settings.shutdown_grace.total_seconds())
+        self._stop_runs(list(self._executions), StopReason.SHUTDOWN)
+        left = [e.task for e in self._executions.values() if e.task]
+        if left:
+            await asyncio.wait(left, timeout=STOP_WAIT_SECONDS + 1)
+        await self.completer.drain()
+        if self._released:
+            async with self._pool.connection() as conn:
+                released = await runs.release(conn, self._released, worker_id=self.id)
+            log.info("runs_released", count=released)
+        log.info("worker_stopped", worker_id=self.id, claimed=self.claimed)
+
+    # -- claiming ----------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        while not self._stopping:
+            free = self.settings.concurrency - len(self._executions)
+            want = min(free, self.settings.claim_batch_max)
+            got = 0
+            if want > 0:
+                try:
+                    got = await self._claim(want)
+                except psycopg.OperationalError as exc:
+                    log.warning("claim_failed", error=str(exc).strip().splitlines()[0])
+                    await asyncio.sleep(RECONNECT_DELAY_SECONDS)
+                    continue
+                if got == want:
+                    continue  # a full batch: more may be due right now
+            await self._sleep(idle=want > 0)
+
+    async def _claim(self, limit: int) -> int:
+        async with self._pool.connection() as conn:
+            floor = await self._queue_floor(conn)
+            sent_at = self._clock.monotonic()
+            claims = await runs.claim(
+                conn,
+                worker_id=self.id,
+                limit=limit,
+                lease=self.settings.lease,
+                floor=floor,  # type: ignore[arg-type]
+            )
+        for claim in claims:
+            self._start(claim, sent_at)
+        self.claimed += len(claims)
+        return len(claims)
+
+    async def _queue_floor(self, conn: AsyncConn) -> object:
+        now = self._clock.monotonic()
+        if self._floor is None or now - self._floor_at >= FLOOR_REFRESH_SECONDS:
+            self._floor = await runs.queue_floor(conn)
+            self._floor_at = now
+        return self._floor
+
+    async def _sleep(self, *, idle: bool) -> None:
+        """Wait for a wake-up; with free slots, no longer than the next known due time."""
+        timeout = self.settings.poll_interval.total_seconds()
+        if idle:
+            try:
+                async with self._pool.connection() as conn:
+                    due_at, db_now = await runs.next_due(conn)
+                if due_at is not None:
+                    timeout = min(timeout, max(0.0, (due_at - db_now).total_seconds()))
+            except psycopg.OperationalError:
+                timeout = RECONNECT_DELAY_SECONDS
+        if timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+        self._wake.clear()
+
+    async def _listen(self) -> None:
+        """LISTEN for inserted runs (wake up) and cancel requests; reconnect forever."""
+        while True:
+            conn: AsyncConn | None = None
+            try:
+                conn = await connect(self._url, name="pgsched-listener")
+                await conn.execute("LISTEN pgsched_runs")
+                await conn.execute("LISTEN pgsched_cancel")
+                self._wake.set()  # notifications sent while we were away are lost: look now
+                async for note in conn.notifies():
+                    if note.channel == "pgsched_cancel" and note.payload:
+                        ids = [int(x) for x in note.payload.split(",") if x]
+                        self._stop_runs(ids, StopReason.CANCELLED)
+                    else:
+                        self._wake.set()
+            except psycopg.OperationalError as exc:
+                log.warning("listener_reconnecting", error=str(exc).strip().splitlines()[0])
+                await asyncio.sleep(RECONNECT_DELAY_SECONDS)
+            finally:
+                if conn is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.close()
+
+    # -- executing ---------------------------------------------------------------------
+
+    def _start(self, claim: Claim, claimed_at: float) -> None:
+        execution = Execution(claim)
+        self._executions[claim.id] = execution
+        self._held[claim.key] = claimed_at
+        execution.task = asyncio.create_task(self._execute(execution), name=f"run-{claim.id}")
+
+    def _stop_runs(self, run_ids: list[int], reason: StopReason) -> None:
+        for run_id in run_ids:
+            execution = self._executions.get(run_id)
+            if execution is not None:
+                execution.stop(reason)
+
+    def _forget(self, keys: list[RunKey]) -> None:
+        for key in keys:
+            self._held.pop(key, None)
+
+    async def _execute(self, execution: Execution) -> None:
+        claim = execution.claim
+        with structlog.contextvars.bound_contextvars(
+            run_id=claim.id, attempt=claim.attempt, job_id=claim.job_id, worker_id=self.id
+        ):
+            try:
+                completion = await self._supervise(execution)
+            finally:
+                self._executions.pop(claim.id, None)
+                self._wake.set()  # a slot is free
+            if completion is None:
+                return
+            self.completer.submit(completion)
+
+    async def _supervise(self, execution: Execution) -> Completion | None:
+        claim = execution.claim
+        s = self.settings
+        run_log = RunLog(
+            self._clock, max_lines=s.max_log_lines, max_line_bytes=s.max_log_line_bytes
+        )
+        ctx = TaskContext(
+            run_id=claim.id,
+            attempt=claim.attempt,
+            job_id=claim.job_id,
+            slot_at=claim.slot_at,
+            payload=claim.payload,
+            message=claim.message,
+            log=run_log,
+        )
+        inner = asyncio.create_task(self._executors[claim.executor].execute(claim, ctx))
+        stop_wait = asyncio.create_task(execution.stop_requested.wait())
+        try:
+            await asyncio.wait(
+                [inner, stop_wait],
+                timeout=claim.timeout.total_seconds(),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            stop_wait.cancel()
+        if not inner.done():
+            execution.stop(StopReason.TIMEOUT)
+            inner.cancel()
+            await asyncio.wait([inner], timeout=STOP_WAIT_SECONDS)
+            return self._stopped(execution, run_log)
+        state, error, retriable = _outcome(inner)
+        if error:
+            run_log.write(LogStream.SYSTEM, error)
+        return self._completion(claim, state, error, retriable, run_log)
+
+    def _stopped(self, execution: Execution, run_log: RunLog) -> Completion | None:
+        claim = execution.claim
+        reason = execution.stop_reason
+        if reason is StopReason.TIMEOUT:
+            error = f"timed out after {claim.timeout.total_seconds():g}s"
+            run_log.write(LogStream.SYSTEM, error)
+            log.info("run_timed_out")
+            return self._completion(claim, RunState.TIMED_OUT, error, True, run_log)
+        if reason is StopReason.CANCELLED:
+            run_log.write(LogStream.SYSTEM, "cancelled")
+            return self._completion(claim, RunState.CANCELLED, "cancelled", False, run_log)
+        if reason is StopReason.SHUTDOWN:
+            self._released.append(claim.key)
+        else:
+            log.warning("execution_abandoned", reason=str(reason))
+        self._held.pop(claim.key, None)
+        return None
+
+    def _completion(
+        self, claim: Claim, state: RunState, error: str | None, retriable: bool, run_log: RunLog
+    ) -> Completion:
+        retry_in = None
+        if state in (RunState.FAILED, RunState.TIMED_OUT) and retriable:
+            policy = RetryPolicy(claim.max_attempts, claim.backoff_base, claim.backoff_max)
+            if policy.has_attempts_left(claim.attempt):
+                retry_in = policy.delay(claim.attempt)
+        return Completion(claim.key, state, error, retry_in, run_log.lines())
+
+
+def _outcome(inner: asyncio.Task[None]) -> tuple[RunState, str | None, bool]:
+    """(state, error, retriable) of an execution that ended by itself."""
+    if inner.cancelled():
+        return RunState.FAILED, "execution was cancelled unexpectedly", True
+    exc = inner.exception()
+    if exc is None:
+        return RunState.SUCCEEDED, None, False
+    message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return RunState.FAILED, message, not isinstance(exc, FatalError)

@@ -1,0 +1,263 @@
+-- Runs: the queue and the history. Every write after the claim is fenced by
+-- (id, due_at, attempt, worker_id, state = 'running'): a worker that lost its lease
+-- updates nothing. `%(now)s` is NULL in production (the database clock decides) and a
+-- fixed time in tests.
+
+-- name: runs_claim :many
+-- Claim up to `limit` due runs for one worker, in claim order, and lease them.
+-- The CTE exists because UPDATE has no ORDER BY/LIMIT: it picks and locks the rows, with
+-- SKIP LOCKED so concurrent claimers pass over each other's rows instead of waiting, and
+-- the UPDATE takes exactly those. `due_at >= floor` (the worker's cached lower bound of
+-- queued due times) prunes the history partitions, so the claim costs the same with 2 or
+-- 500 partitions present; runs_claim_idx serves the order.
+WITH picked AS (
+    SELECT id, due_at
+      FROM pgsched.runs
+     WHERE state = 'queued'
+       AND due_at <= coalesce(%(now)s::timestamptz, now())
+       AND due_at >= %(floor)s::timestamptz
+     ORDER BY priority DESC, vft, due_at
+     LIMIT %(limit)s::int
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE pgsched.runs AS r
+   SET state = 'running',
+       worker_id = %(worker_id)s::text,
+       started_at = coalesce(%(now)s::timestamptz, now()),
+       lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+  FROM picked, pgsched.jobs AS j
+ WHERE r.id = picked.id
+   AND r.due_at = picked.due_at
+   AND j.id = r.job_id
+RETURNING r.id, r.due_at, r.attempt, r.job_id, r.owner_id, r.slot_at, r.started_at,
+          j.executor, j.task, j.payload, j.message, j.timeout_seconds, j.max_attempts,
+          j.backoff_base_seconds, j.backoff_max_seconds
+
+-- name: runs_heartbeat :many
+-- Renew the leases of the runs one worker holds, in one statement; returns those still
+-- held (a missing one was reclaimed: its execution must stop) and their cancel flag.
+UPDATE pgsched.runs AS r
+   SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+  FROM unnest(%(ids)s::bigint[], %(due_ats)s::timestamptz[], %(attempts)s::int[])
+       AS h(id, due_at, attempt)
+ WHERE r.id = h.id
+   AND r.due_at = h.due_at
+   AND r.attempt = h.attempt
+   AND r.worker_id = %(worker_id)s::text
+   AND r.state = 'running'
+RETURNING r.id, r.cancel_requested
+
+-- name: runs_complete :many
+-- Record a batch of outcomes in one round trip and one transaction: the fenced state
+-- change, the next attempt of each retriable failure (due after its backoff, in database
+-- time), the captured log lines, and the final state of one-off jobs. Returns the runs
+-- whose outcome was taken; a fenced-out run is simply absent.
+WITH outcome AS (
+    SELECT *
+      FROM unnest(%(ids)s::bigint[], %(due_ats)s::timestamptz[], %(attempts)s::int[],
+                  %(states)s::pgsched.run_state[], %(errors)s::text[],
+                  %(retry_in)s::float8[])
+           AS o(id, due_at, attempt, state, error, retry_in)
+),
+done AS (
+    UPDATE pgsched.runs AS r
+       SET state = o.state,
+           finished_at = coalesce(%(now)s::timestamptz, now()),
+           error = o.error,
+           lease_expires_at = NULL,
+           dead = (o.state IN ('failed', 'timed_out') AND o.retry_in IS NULL)
+      FROM outcome AS o
+     WHERE r.id = o.id
+       AND r.due_at = o.due_at
+       AND r.attempt = o.attempt
+       AND r.worker_id = %(worker_id)s::text
+       AND r.state = 'running'
+    RETURNING r.id, r.due_at, r.job_id, r.owner_id, r.slot_at, r.attempt, r.priority, r.vft,
+              r.state, r.dead, o.retry_in
+),
+retried AS (
+    INSERT INTO pgsched.runs (due_at, job_id, owner_id, slot_at, attempt, priority, vft)
+    SELECT coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d.retry_in),
+           d.job_id, d.owner_id, d.slot_at, d.attempt + 1, d.priority, d.vft
+      FROM done AS d
+     WHERE d.retry_in IS NOT NULL
+       AND d.state IN ('failed', 'timed_out')
+    ON CONFLICT DO NOTHING
+    RETURNING id
+),
+logged AS (
+    INSERT INTO pgsched.run_logs (run_id, run_due_at, seq, at, stream, line)
+    SELECT l.run_id, l.run_due_at, l.seq, l.at, l.stream, l.line
+      FROM unnest(%(log_run_ids)s::bigint[], %(log_due_ats)s::timestamptz[],
+                  %(log_seqs)s::int[], %(log_ats)s::timestamptz[],
+                  %(log_streams)s::pgsched.log_stream[], %(log_lines)s::text[])
+           AS l(run_id, run_due_at, seq, at, stream, line)
+      JOIN done AS d ON d.id = l.run_id AND d.due_at = l.run_due_at
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+),
+ended_jobs AS (
+    UPDATE pgsched.jobs AS j
+       SET state = CASE WHEN d.dead THEN 'dead' ELSE 'completed' END::pgsched.job_state,
+           updated_at = coalesce(%(now)s::timestamptz, now())
+      FROM done AS d
+     WHERE j.id = d.job_id
+       AND j.schedule_kind = 'once'
+       AND j.state = 'active'
+       AND (d.state = 'succeeded' OR d.dead)
+    RETURNING j.id
+)
+SELECT d.id, d.job_id, d.attempt, d.state, d.dead,
+       (SELECT count(*) FROM retried) AS retried,
+       (SELECT count(*) FROM logged) AS logged,
+       (SELECT count(*) FROM ended_jobs) AS ended_jobs
+  FROM done AS d
+
+-- name: runs_release :one
+-- Give runs back to the queue (graceful shutdown past its grace period) and wake the
+-- workers that can take them. The attempt is unchanged: nothing failed.
+WITH released AS (
+    UPDATE pgsched.runs AS r
+       SET state = 'queued',
+           worker_id = NULL,
+           lease_expires_at = NULL,
+           started_at = NULL
+      FROM unnest(%(ids)s::bigint[], %(due_ats)s::timestamptz[], %(attempts)s::int[])
+           AS h(id, due_at, attempt)
+     WHERE r.id = h.id
+       AND r.due_at = h.due_at
+       AND r.attempt = h.attempt
+       AND r.worker_id = %(worker_id)s::text
+       AND r.state = 'running'
+    RETURNING r.due_at
+)
+SELECT count(*) AS released,
+       pg_notify('pgsched_runs', coalesce(extract(epoch FROM min(due_at))::text, '0')) AS notified
+  FROM released
+
+-- name: runs_reclaim :many
+-- Leader only: runs whose lease expired become `lost`; each gets its next attempt, due
+-- now, or, with no attempts left, is a dead letter (and a one-off job is dead). Expiry is
+-- re-checked inside the UPDATE: a heartbeat that committed after the pick wins.
+WITH expired AS (
+    SELECT id, due_at
+      FROM pgsched.runs
+     WHERE state = 'running'
+       AND lease_expires_at < coalesce(%(now)s::timestamptz, now())
+     ORDER BY lease_expires_at
+     LIMIT %(limit)s::int
+       FOR UPDATE SKIP LOCKED
+),
+lost AS (
+    UPDATE pgsched.runs AS r
+       SET state = 'lost',
+           finished_at = coalesce(%(now)s::timestamptz, now()),
+           error = 'lease expired: worker ' || coalesce(r.worker_id, '?') || ' stopped renewing',
+           lease_expires_at = NULL,
+           dead = (r.attempt >= j.max_attempts)
+      FROM expired AS e, pgsched.jobs AS j
+     WHERE r.id = e.id
+       AND r.due_at = e.due_at
+       AND j.id = r.job_id
+       AND r.state = 'running'
+       AND r.lease_expires_at < coalesce(%(now)s::timestamptz, now())
+    RETURNING r.id, r.job_id, r.owner_id, r.slot_at, r.attempt, r.priority, r.vft,
+              r.worker_id, r.dead
+),
+retried AS (
+    INSERT INTO pgsched.runs (due_at, job_id, owner_id, slot_at, attempt, priority, vft)
+    SELECT coalesce(%(now)s::timestamptz, now()), l.job_id, l.owner_id, l.slot_at,
+           l.attempt + 1, l.priority, l.vft
+      FROM lost AS l
+     WHERE NOT l.dead
+    ON CONFLICT DO NOTHING
+    RETURNING id
+),
+dead_jobs AS (
+    UPDATE pgsched.jobs AS j
+       SET state = 'dead', updated_at = coalesce(%(now)s::timestamptz, now())
+      FROM lost AS l
+     WHERE j.id = l.job_id
+       AND l.dead
+       AND j.schedule_kind = 'once'
+       AND j.state = 'active'
+    RETURNING j.id
+)
+SELECT l.id, l.job_id, l.attempt, l.worker_id, l.dead,
+       (SELECT count(*) FROM retried) AS retried
+  FROM lost AS l
+
+-- name: runs_next_due :one
+-- The earliest future due time of a queued run, and the database's clock, so an idle
+-- worker can sleep exactly until then. runs_due_idx serves it.
+SELECT min(due_at) AS due_at, coalesce(%(now)s::timestamptz, now()) AS db_now
+  FROM pgsched.runs
+ WHERE state = 'queued'
+   AND due_at > coalesce(%(now)s::timestamptz, now())
+
+-- name: runs_queue_floor :one
+-- A lower bound of every queued run's due time, for the claim's partition pruning. New
+-- runs are never inserted due earlier than now() - margin (runs_insert_slots clamps).
+SELECT least(min(due_at), coalesce(%(now)s::timestamptz, now()) - %(margin)s::interval)
+       AS floor
+  FROM pgsched.runs
+ WHERE state = 'queued'
+
+-- name: runs_insert_slots :many
+-- Materialise planned slots as runs (first attempts). A slot long past is made due at
+-- now() - margin so its row lands in a partition that exists. ON CONFLICT on
+-- (job, slot, attempt, due) makes planning a slot twice a no-op.
+INSERT INTO pgsched.runs (due_at, job_id, owner_id, slot_at, priority, state, error,
+                          finished_at)
+SELECT greatest(s.slot_at, coalesce(%(now)s::timestamptz, now()) - %(margin)s::interval),
+       s.job_id, s.owner_id, s.slot_at, s.priority, s.state, s.error,
+       CASE WHEN s.state = 'queued' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END
+  FROM unnest(%(job_ids)s::bigint[], %(owner_ids)s::bigint[], %(slot_ats)s::timestamptz[],
+              %(priorities)s::smallint[], %(states)s::pgsched.run_state[], %(errors)s::text[])
+       AS s(job_id, owner_id, slot_at, priority, state, error)
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, due_at, state
+
+-- name: runs_list_for_job :many
+-- A job's runs, newest first (the job's execution history).
+SELECT r.id, r.job_id, r.slot_at, r.due_at, r.attempt, r.state, r.worker_id,
+       r.started_at, r.finished_at, r.error, r.dead,
+       extract(epoch FROM r.started_at - r.due_at) AS lateness_seconds
+  FROM pgsched.runs AS r
+  JOIN pgsched.jobs AS j ON j.id = r.job_id
+ WHERE r.job_id = %(job_id)s::bigint
+   AND j.owner_id = coalesce(%(owner_id)s::bigint, j.owner_id)
+ ORDER BY r.slot_at DESC, r.attempt DESC
+ LIMIT %(limit)s::int
+
+-- name: runs_get :one
+-- One run by id (any partition), if the owner may see it.
+SELECT r.id, r.job_id, r.slot_at, r.due_at, r.attempt, r.state, r.worker_id,
+       r.started_at, r.finished_at, r.error, r.dead
+  FROM pgsched.runs AS r
+  JOIN pgsched.jobs AS j ON j.id = r.job_id
+ WHERE r.id = %(id)s::bigint
+   AND j.owner_id = coalesce(%(owner_id)s::bigint, j.owner_id)
+
+-- name: runs_cancel_for_job :one
+-- Cancel what a job still has in flight: queued runs end `cancelled` now; running runs
+-- are flagged, and their workers are told at once (NOTIFY) and by the next heartbeat.
+WITH queued AS (
+    UPDATE pgsched.runs
+       SET state = 'cancelled', finished_at = coalesce(%(now)s::timestamptz, now()),
+           error = 'cancelled'
+     WHERE job_id = %(job_id)s::bigint
+       AND state = 'queued'
+    RETURNING id
+),
+running AS (
+    UPDATE pgsched.runs
+       SET cancel_requested = true
+     WHERE job_id = %(job_id)s::bigint
+       AND state = 'running'
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM queued) AS queued_cancelled,
+       (SELECT count(*) FROM running) AS running_signalled,
+       pg_notify('pgsched_cancel', coalesce((SELECT string_agg(id::text, ',') FROM running), ''))
+           AS notified

@@ -353,7 +353,7 @@ def jobs() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def jobs_create(
-    ctx: click.Context, imports: tuple[str, ...], owner: str, as_json: bool, **options: Any
+    ctx: click.Context, /, imports: tuple[str, ...], owner: str, as_json: bool, **options: Any
 ) -> None:
     """Create a job."""
     settings = _settings(ctx)

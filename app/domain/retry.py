@@ -30,7 +30,8 @@ class RetryPolicy:
     def ceiling(self, attempt: int) -> timedelta:
         """The un-jittered delay after failed attempt `attempt` (1-based)."""
         exponent = min(attempt - 1, 62)
-        return min(self.backoff_max, self.backoff_base * (2**exponent))
+        scaled: timedelta = self.backoff_base * (2**exponent)
+        return min(self.backoff_max, scaled)
 
     def min_delay(self, attempt: int) -> timedelta:
         """The least delay `delay` can return: jitter never goes below half the ceiling."""

@@ -112,8 +112,8 @@ class Schedule:
             return slot if slot < MAX_TIME else None
         start = after.astimezone(zone(self.timezone))
         try:
-            slot: datetime = self._iter(start).get_next(datetime)
+            local: datetime = self._iter(start).get_next(datetime)
         except CroniterBadDateError:
             return None
-        slot = slot.astimezone(UTC)
-        return slot if slot < MAX_TIME else None
+        fired = local.astimezone(UTC)
+        return fired if fired < MAX_TIME else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.domain.models import Claim, Completion, ExecutorKind, RunKey, RunState
@@ -13,6 +13,7 @@ from app.store.queries import many, one
 # Runs are never inserted due earlier than now() - this (runs_insert_slots clamps), which
 # makes `least(min queued due, now() - margin)` a safe lower bound for the claim.
 INSERT_MARGIN = timedelta(minutes=5)
+FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def _keys(keys: Sequence[RunKey]) -> dict[str, list[Any]]:
@@ -29,11 +30,19 @@ async def claim(
     worker_id: str,
     limit: int,
     lease: timedelta,
-    floor: datetime,
+    window: tuple[datetime, datetime],
     now: datetime | None = None,
 ) -> list[Claim]:
+    floor, ceiling = window
     rows = await many(
-        conn, "runs_claim", worker_id=worker_id, limit=limit, lease=lease, floor=floor, now=now
+        conn,
+        "runs_claim",
+        worker_id=worker_id,
+        limit=limit,
+        lease=lease,
+        floor=floor,
+        ceiling=ceiling,
+        now=now,
     )
     return [
         Claim(
@@ -119,11 +128,14 @@ async def next_due(
     return row["due_at"], row["db_now"]
 
 
-async def queue_floor(conn: AsyncConn, *, now: datetime | None = None) -> datetime:
-    row = await one(conn, "runs_queue_floor", margin=INSERT_MARGIN, now=now)
-    assert row is not None and row["floor"] is not None
-    floor: datetime = row["floor"]
-    return floor
+async def queue_window(
+    conn: AsyncConn, *, ahead: timedelta, now: datetime | None = None
+) -> tuple[datetime, datetime]:
+    """(floor, ceiling) bounding the due times the claim must look at until `ahead`
+    has passed; see runs_queue_window."""
+    row = await one(conn, "runs_queue_window", margin=INSERT_MARGIN, ahead=ahead, now=now)
+    assert row is not None
+    return row["floor"], row["ceiling"]
 
 
 async def insert_slots(

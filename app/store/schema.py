@@ -6,6 +6,8 @@ are made and dropped by the partition keeper (sql/partitions.sql), never declare
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 
@@ -25,7 +27,7 @@ TZ = sa.TIMESTAMP(timezone=True)
 NOW = sa.text("now()")
 
 
-def _enum(enum: type, name: str) -> pg.ENUM:
+def _enum(enum: type[StrEnum], name: str) -> pg.ENUM:
     return pg.ENUM(*[m.value for m in enum], name=name, schema=SCHEMA, create_type=False)
 
 

@@ -58,7 +58,7 @@ class Completer:
     async def drain(self) -> None:
         """Write everything submitted so far (at shutdown)."""
         while not self._queue.empty():
-            batch = []
+            batch: list[Completion] = []
             while len(batch) < BATCH_MAX and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             await self._write(batch)

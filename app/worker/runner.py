@@ -24,6 +24,7 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 import psycopg
@@ -42,7 +43,10 @@ from app.worker.heartbeat import Heartbeat
 
 log = structlog.get_logger("pgsched.worker")
 
-FLOOR_REFRESH_SECONDS = 30.0
+# The claim window is refreshed this often and reaches WINDOW_AHEAD past the database
+# clock, so its ceiling is always ahead of now() (see runs_queue_window).
+WINDOW_REFRESH_SECONDS = 30.0
+WINDOW_AHEAD = timedelta(hours=1)
 RECONNECT_DELAY_SECONDS = 0.5
 # After cancelling an execution, how long to wait for it to wind down (a shell group
 # gets SIGTERM, then SIGKILL after its own grace) before moving on.
@@ -97,8 +101,8 @@ class Worker:
         self._released: list[RunKey] = []
         self._wake = asyncio.Event()
         self._stopping = False
-        self._floor_at = -FLOOR_REFRESH_SECONDS
-        self._floor: object = None
+        self._window: tuple[datetime, datetime] | None = None
+        self._window_at = 0.0
         self.completer = Completer(pool, self.id, on_written=self._forget)
         self.heartbeat = Heartbeat(
             url,
@@ -195,26 +199,22 @@ class Worker:
 
     async def _claim(self, limit: int) -> int:
         async with self._pool.connection() as conn:
-            floor = await self._queue_floor(conn)
+            window = await self._claim_window(conn)
             sent_at = self._clock.monotonic()
             claims = await runs.claim(
-                conn,
-                worker_id=self.id,
-                limit=limit,
-                lease=self.settings.lease,
-                floor=floor,  # type: ignore[arg-type]
+                conn, worker_id=self.id, limit=limit, lease=self.settings.lease, window=window
             )
         for claim in claims:
             self._start(claim, sent_at)
         self.claimed += len(claims)
         return len(claims)
 
-    async def _queue_floor(self, conn: AsyncConn) -> object:
+    async def _claim_window(self, conn: AsyncConn) -> tuple[datetime, datetime]:
         now = self._clock.monotonic()
-        if self._floor is None or now - self._floor_at >= FLOOR_REFRESH_SECONDS:
-            self._floor = await runs.queue_floor(conn)
-            self._floor_at = now
-        return self._floor
+        if self._window is None or now - self._window_at >= WINDOW_REFRESH_SECONDS:
+            self._window = await runs.queue_window(conn, ahead=WINDOW_AHEAD)
+            self._window_at = now
+        return self._window
 
     async def _sleep(self, *, idle: bool) -> None:
         """Wait for a wake-up; with free slots, no longer than the next known due time."""

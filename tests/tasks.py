@@ -1,0 +1,35 @@
+"""Tasks the process-level tests import into real workers (`--import tests.tasks`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from app.tasks import RetryableError, TaskContext, task
+
+
+def _ledger(event: str, ctx: TaskContext) -> None:
+    # One short O_APPEND write per event: atomic between processes on a local disk.
+    line = f"{event} {ctx.run_id} {ctx.attempt} {ctx.slot_at.timestamp()} {os.getpid()} {time.time()}\n"
+    fd = os.open(os.environ["TEST_LEDGER_PATH"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+@task("test.ledger")
+async def ledger(ctx: TaskContext) -> None:
+    """Record start and end of the execution; sleep `args.seconds` in between."""
+    _ledger("start", ctx)
+    await asyncio.sleep(float(ctx.args.get("seconds", 0)))
+    _ledger("end", ctx)
+
+
+@task("test.flaky")
+async def flaky(ctx: TaskContext) -> None:
+    """Fail the first `args.failures` attempts, then succeed."""
+    if ctx.attempt <= int(ctx.args.get("failures", 0)):
+        raise RetryableError(f"attempt {ctx.attempt} fails on purpose")
+    ctx.info(f"attempt {ctx.attempt} succeeded")

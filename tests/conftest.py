@@ -66,7 +66,8 @@ def template_db(server_url: str) -> Iterator[str]:
     migrate.upgrade(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            "SELECT pgsched.ensure_partitions(now() - interval '1 hour', now() + interval '2 days', 60)"
+            "SELECT pgsched.ensure_partitions("
+            "now() - interval '1 hour', now() + interval '2 days', 60)"
         )
     yield name
     with psycopg.connect(server_url, autocommit=True) as conn:

@@ -11,7 +11,8 @@ from app.tasks import RetryableError, TaskContext, task
 
 def _ledger(event: str, ctx: TaskContext) -> None:
     # One short O_APPEND write per event: atomic between processes on a local disk.
-    line = f"{event} {ctx.run_id} {ctx.attempt} {ctx.slot_at.timestamp()} {os.getpid()} {time.time()}\n"
+    slot = ctx.slot_at.timestamp()
+    line = f"{event} {ctx.run_id} {ctx.attempt} {slot} {os.getpid()} {time.time()}\n"
     fd = os.open(os.environ["TEST_LEDGER_PATH"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())

@@ -177,12 +177,10 @@ async def serve(settings: Settings, url: str) -> None:
         }
         the_worker = Worker(settings, pool, url, executors, clock)
         elector = Elector(pool, settings, clock, the_worker.id)
-        services = [
-            elector,
-            Planner(pool, settings),
-            Reclaimer(pool, settings, lambda: elector.is_leader),
-            PartitionKeeper(pool, settings, lambda: elector.is_leader),
-        ]
+        reclaimer = Reclaimer(pool, settings, lambda: elector.is_leader)
+        keeper = PartitionKeeper(pool, settings, lambda: elector.is_leader)
+        elector.on_elected(reclaimer, keeper)
+        services = [elector, Planner(pool, settings), reclaimer, keeper]
         await elector.run_once()
         for service in services:
             service.start()

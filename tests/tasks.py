@@ -22,9 +22,11 @@ def _ledger(event: str, ctx: TaskContext) -> None:
 
 @task("test.ledger")
 async def ledger(ctx: TaskContext) -> None:
-    """Record start and end of the execution; sleep `args.seconds` in between."""
+    """Record start and end of the execution; sleep `args.seconds` in between (or
+    `args.first_seconds` on the first attempt, to make a run long only the first time)."""
     _ledger("start", ctx)
-    await asyncio.sleep(float(ctx.args.get("seconds", 0)))
+    seconds = ctx.args.get("first_seconds") if ctx.attempt == 1 else None
+    await asyncio.sleep(float(seconds if seconds is not None else ctx.args.get("seconds", 0)))
     _ledger("end", ctx)
 
 

@@ -46,6 +46,12 @@ class Elector(Service):
         self.leader_id = leader_id
         self._is_leader = False
         self._renewed_at = 0.0
+        self._on_elected: list[Service] = []
+
+    def on_elected(self, *services: Service) -> None:
+        """Services to run at once when this process becomes leader (a new leader
+        reclaims the old one's expired leases without waiting an interval)."""
+        self._on_elected.extend(services)
 
     @property
     def is_leader(self) -> bool:
@@ -56,9 +62,13 @@ class Elector(Service):
         return self._is_leader
 
     def _set(self, leader: bool) -> None:
-        if leader != self._is_leader:
-            log.info("leader_elected" if leader else "leader_lost", leader_id=self.leader_id)
+        if leader == self._is_leader:
+            return
+        log.info("leader_elected" if leader else "leader_lost", leader_id=self.leader_id)
         self._is_leader = leader
+        if leader:
+            for service in self._on_elected:
+                service.kick()
 
     async def run_once(self) -> bool:
         attempted_at = self._clock.monotonic()

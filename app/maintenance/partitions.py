@@ -3,35 +3,18 @@ dropping whole partitions whose runs have all finished (no mass DELETE, no bloat
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import structlog
-from psycopg_pool import AsyncConnectionPool
 
-from app.maintenance.service import Service
-from app.settings import Settings
+from app.maintenance.service import LeaderService
 from app.store import partitions, runs
-from app.store.db import AsyncConn
 
 log = structlog.get_logger("pgsched.partitions")
 
 
-class PartitionKeeper(Service):
+class PartitionKeeper(LeaderService):
     name = "partition-keeper"
 
-    def __init__(
-        self,
-        pool: AsyncConnectionPool[AsyncConn],
-        settings: Settings,
-        is_leader: Callable[[], bool],
-    ) -> None:
-        super().__init__(settings.keeper_interval)
-        self._pool = pool
-        self._settings = settings
-        self._is_leader = is_leader
-
-    def should_run(self) -> bool:
-        return self._is_leader()
+    interval_setting = "keeper_interval"
 
     async def run_once(self) -> tuple[int, list[str]]:
         s = self._settings

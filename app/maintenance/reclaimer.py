@@ -8,37 +8,20 @@ attempts left becomes a dead letter. The expiry is re-checked inside the UPDATE
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import structlog
-from psycopg_pool import AsyncConnectionPool
 
-from app.maintenance.service import Service
-from app.settings import Settings
+from app.maintenance.service import LeaderService
 from app.store import runs, workers
-from app.store.db import AsyncConn
 
 log = structlog.get_logger("pgsched.reclaimer")
 
 BATCH = 1000
 
 
-class Reclaimer(Service):
+class Reclaimer(LeaderService):
     name = "reclaimer"
 
-    def __init__(
-        self,
-        pool: AsyncConnectionPool[AsyncConn],
-        settings: Settings,
-        is_leader: Callable[[], bool],
-    ) -> None:
-        super().__init__(settings.reclaim_interval)
-        self._pool = pool
-        self._settings = settings
-        self._is_leader = is_leader
-
-    def should_run(self) -> bool:
-        return self._is_leader()
+    interval_setting = "reclaim_interval"
 
     async def run_once(self) -> int:
         total = 0

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import structlog
+from psycopg_pool import AsyncConnectionPool
+
+from app.settings import Settings
+from app.store.db import AsyncConn
 
 log = structlog.get_logger("pgsched.service")
 
@@ -58,3 +63,24 @@ class Service:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+
+class LeaderService(Service):
+    """A periodic service that only the elected leader runs; `interval_setting` names
+    the Settings field that paces it."""
+
+    interval_setting = ""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[AsyncConn],
+        settings: Settings,
+        is_leader: Callable[[], bool],
+    ) -> None:
+        super().__init__(getattr(settings, self.interval_setting))
+        self._pool = pool
+        self._settings = settings
+        self._is_leader = is_leader
+
+    def should_run(self) -> bool:
+        return self._is_leader()

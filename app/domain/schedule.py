@@ -110,10 +110,48 @@ class Schedule:
             steps = (after - self.anchor) // self.interval + 1
             slot = self.anchor + self.interval * steps
             return slot if slot < MAX_TIME else None
-        start = after.astimezone(zone(self.timezone))
-        try:
-            local: datetime = self._iter(start).get_next(datetime)
-        except CroniterBadDateError:
-            return None
-        fired = local.astimezone(UTC)
-        return fired if fired < MAX_TIME else None
+        return self._next_cron(after)
+
+    def _next_cron(self, after: datetime) -> datetime | None:
+        """Cron is matched in local wall time, then mapped to UTC:
+        - a wall time inside a spring-forward gap fires once, at the first valid instant
+          after the gap (several gap slots collapse into that one);
+        - a wall time that happens twice (fall back) fires once, at its first occurrence;
+        and the result is always strictly after `after`."""
+        tz = zone(self.timezone)
+        wall = after.astimezone(tz).replace(tzinfo=None)
+        iterator = self._iter(wall)
+        for _ in range(MAX_CRON_STEPS):
+            try:
+                candidate: datetime = iterator.get_next(datetime)
+            except CroniterBadDateError:
+                return None
+            fired = wall_to_utc(candidate, tz)
+            if fired > after:
+                return fired if fired < MAX_TIME else None
+        return None  # pragma: no cover - more than a day of slots inside one DST shift
+
+
+# A fall-back hour can hold 3600 second-level slots that precede `after` in UTC.
+MAX_CRON_STEPS = 10_000
+
+
+def wall_to_utc(wall: datetime, tz: ZoneInfo) -> datetime:
+    """The UTC instant of a local wall time: its first occurrence if it happens twice,
+    the end of the gap if it never happens."""
+    first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+    if first.astimezone(tz).replace(tzinfo=None) == wall:
+        return first
+    # In a gap: fold=1 reads the wall time with the later offset, fold=0 with the
+    # earlier one; the transition lies between the two readings. Find it to the second.
+    lo = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
+    hi = first
+    if lo > hi:
+        lo, hi = hi, lo
+    while hi - lo > timedelta(seconds=1):
+        mid = lo + (hi - lo) / 2
+        if mid.astimezone(tz).replace(tzinfo=None) > wall:
+            hi = mid
+        else:
+            lo = mid
+    return hi.replace(microsecond=0) if hi.microsecond else hi

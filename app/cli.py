@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
 import os
 import re
@@ -22,11 +24,20 @@ from psycopg_pool import PoolTimeout
 from app import embedded
 from app.clock import SystemClock
 from app.domain.job import ECHO_TASK, JobSpec
-from app.domain.models import ExecutorKind, JobState
+from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy
 from app.domain.retry import RetryPolicy
 from app.domain.schedule import Schedule
 from app.errors import AppError, NotFoundError, ValidationError
-from app.jobs import cancel_job, create_job, ensure_partitions
+from app.jobs import (
+    cancel_job,
+    create_job,
+    edit_job,
+    ensure_partitions,
+    pause_job,
+    resume_job,
+    spec_of,
+    trigger_job,
+)
 from app.log import configure_logging
 from app.maintenance.elector import Elector
 from app.maintenance.partitions import PartitionKeeper
@@ -180,11 +191,15 @@ async def serve(settings: Settings, url: str) -> None:
         }
         the_worker = Worker(settings, pool, url, executors, clock)
         elector = Elector(pool, settings, clock, the_worker.id)
+        planner = Planner(pool, settings)
         reclaimer = Reclaimer(pool, settings, lambda: elector.is_leader)
         keeper = PartitionKeeper(pool, settings, lambda: elector.is_leader)
         elector.on_elected(reclaimer, keeper)
-        services = [elector, Planner(pool, settings), reclaimer, keeper]
+        services = [elector, planner, reclaimer, keeper]
         await elector.run_once()
+        # Plan (and apply misfire policies) before the first claim, so runs that went
+        # stale while no worker ran are resolved by policy, not simply all executed.
+        await planner.run_once()
         for service in services:
             service.start()
         try:
@@ -244,6 +259,21 @@ def _json_arg(text: str | None, name: str) -> Any:
         raise ValidationError(f"{name} is not valid JSON: {exc.msg}") from None
 
 
+def build_schedule(
+    *, at: str | None, cron: str | None, every: float | None, tz: str
+) -> Schedule | None:
+    """The schedule that --at/--cron/--every describe, or None when none is given."""
+    if sum(x is not None for x in (at, cron, every)) > 1:
+        raise ValidationError("give one of --at, --cron, --every")
+    if cron is not None:
+        return Schedule.cron_expr(cron, tz)
+    if every is not None:
+        return Schedule.every(timedelta(seconds=every), datetime.now(UTC), tz)
+    if at is not None:
+        return Schedule.once(parse_when(at), tz)
+    return None
+
+
 def build_spec(
     settings: Settings,
     *,
@@ -264,18 +294,16 @@ def build_spec(
     max_attempts: int | None,
     priority: int,
     idempotency_key: str | None,
+    overlap: str,
+    misfire: str,
+    starting_deadline: float | None,
 ) -> JobSpec:
     """The JobSpec that `pgsched jobs create` options describe."""
-    if sum(x is not None for x in (at, cron, every)) > 1:
-        raise ValidationError("give one of --at, --cron, --every")
     if sum(x is not None for x in (shell, http, task)) > 1:
         raise ValidationError("give one of --shell, --http, --task")
-    if cron is not None:
-        schedule = Schedule.cron_expr(cron, tz)
-    elif every is not None:
-        schedule = Schedule.every(timedelta(seconds=every), datetime.now(UTC), tz)
-    else:
-        schedule = Schedule.once(parse_when(at or "now"), tz)
+    schedule = build_schedule(at=at, cron=cron, every=every, tz=tz) or Schedule.once(
+        parse_when("now"), tz
+    )
     payload: dict[str, Any] = {}
     if shell is not None:
         if not settings.shell_enabled:
@@ -317,7 +345,36 @@ def build_spec(
         timeout=timedelta(seconds=timeout),
         priority=priority,
         idempotency_key=idempotency_key,
+        overlap=OverlapPolicy(overlap),
+        misfire=MisfirePolicy(misfire),
+        starting_deadline=(
+            timedelta(seconds=starting_deadline) if starting_deadline is not None else None
+        ),
     )
+
+
+def _policy_options(f: Callable[..., Any], *, defaults: bool) -> Callable[..., Any]:
+    """--overlap/--misfire/--starting-deadline; with defaults for create, none for edit."""
+    f = click.option(
+        "--starting-deadline",
+        type=click.FloatRange(0.001, None),
+        help="Seconds after its slot a run may still start; later it is skipped.",
+    )(f)
+    f = click.option(
+        "--misfire",
+        type=click.Choice([p.value for p in MisfirePolicy]),
+        default=MisfirePolicy.RUN_ONCE.value if defaults else None,
+        show_default=defaults,
+        help="Missed slots after downtime: coalesce, catch up all, or skip.",
+    )(f)
+    f = click.option(
+        "--overlap",
+        type=click.Choice([p.value for p in OverlapPolicy]),
+        default=OverlapPolicy.ALLOW.value if defaults else None,
+        show_default=defaults,
+        help="When the previous run is still active: run anyway, skip, or replace it.",
+    )(f)
+    return f
 
 
 @main.group()
@@ -352,6 +409,7 @@ def jobs() -> None:
 @click.option("--idempotency-key", help="Return the existing job if this key was used.")
 @click.option("--owner", default=DEFAULT_OWNER, show_default=True, help="Owning user.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@functools.partial(_policy_options, defaults=True)
 @click.pass_context
 def jobs_create(
     ctx: click.Context, /, imports: tuple[str, ...], owner: str, as_json: bool, **options: Any
@@ -495,6 +553,80 @@ def jobs_cancel(ctx: click.Context, job_id: int) -> None:
         f"job {job_id} cancelled: {result['queued_cancelled']} queued runs cancelled, "
         f"{result['running_signalled']} running runs told to stop"
     )
+
+
+@jobs.command("pause")
+@click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
+@click.pass_context
+def jobs_pause(ctx: click.Context, job_id: int) -> None:
+    """Stop planning a job (its unstarted slots are dropped) until resumed."""
+    _run(ctx, lambda c: pause_job(c, job_id, owner_id=None))
+    click.echo(f"job {job_id} paused")
+
+
+@jobs.command("resume")
+@click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
+@click.pass_context
+def jobs_resume(ctx: click.Context, job_id: int) -> None:
+    """Plan a paused job again from now on."""
+    job = _run(ctx, lambda c: resume_job(c, job_id, _settings(ctx), owner_id=None))
+    click.echo(f"job {job_id} resumed: next run at {_fmt(job['next_run_at'])}")
+
+
+@jobs.command("trigger")
+@click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
+@click.pass_context
+def jobs_trigger(ctx: click.Context, job_id: int) -> None:
+    """Run a job now, outside its schedule."""
+    run = _run(ctx, lambda c: trigger_job(c, job_id, owner_id=None))
+    click.echo(f"job {job_id} triggered: run {run['id']}")
+
+
+@jobs.command("edit")
+@click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
+@click.option("--at", help="New one-off time.")
+@click.option("--cron", help="New cron expression.")
+@click.option("--every", type=float, help="New interval in seconds.")
+@click.option("--tz", help="Time zone of the new schedule (default: the job's).")
+@click.option("--name")
+@click.option("--timeout", type=click.FloatRange(0.001, 86400))
+@click.option("--max-attempts", type=click.IntRange(1, 100))
+@click.option("--priority", type=click.IntRange(-100, 100))
+@functools.partial(_policy_options, defaults=False)
+@click.pass_context
+def jobs_edit(ctx: click.Context, /, job_id: int, **options: Any) -> None:
+    """Change a job's schedule or policies; its next slots are planned anew."""
+    settings = _settings(ctx)
+
+    async def work(conn: AsyncConn) -> dict[str, Any]:
+        row = await _require(jobs_store.get(conn, job_id, owner_id=None), "job", job_id)
+        spec = spec_of(row)
+        schedule = build_schedule(
+            at=options["at"],
+            cron=options["cron"],
+            every=options["every"],
+            tz=options["tz"] or spec.schedule.timezone,
+        )
+        changes: dict[str, Any] = {"schedule": schedule or spec.schedule}
+        for name in ("name", "priority"):
+            if options[name] is not None:
+                changes[name] = options[name]
+        if options["timeout"] is not None:
+            changes["timeout"] = timedelta(seconds=options["timeout"])
+        if options["max_attempts"] is not None:
+            changes["retry"] = dataclasses.replace(spec.retry, max_attempts=options["max_attempts"])
+        if options["overlap"] is not None:
+            changes["overlap"] = OverlapPolicy(options["overlap"])
+        if options["misfire"] is not None:
+            changes["misfire"] = MisfirePolicy(options["misfire"])
+        if options["starting_deadline"] is not None:
+            changes["starting_deadline"] = timedelta(seconds=options["starting_deadline"])
+        return await edit_job(
+            conn, job_id, dataclasses.replace(spec, **changes), settings, owner_id=None
+        )
+
+    job = _run(ctx, work)
+    click.echo(f"job {job_id} updated: next run at {_fmt(job['next_run_at'])}")
 
 
 # -- output ------------------------------------------------------------------------------

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import errors as pg_errors
 
 from app.domain.job import JobSpec
+from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy, RunState
+from app.domain.retry import RetryPolicy
 from app.errors import ConflictError, NotFoundError
-from app.planner import plan
+from app.planner import plan, schedule_of
 from app.settings import Settings
 from app.store import jobs, partitions, runs
 from app.store.db import AsyncConn
@@ -42,14 +44,19 @@ async def create_job(conn: AsyncConn, owner_id: int, spec: JobSpec, settings: Se
             existing = await jobs.get_by_idempotency_key(conn, owner_id, spec.idempotency_key)
             assert existing is not None
             return Created(existing, created=False)
-        try:
-            async with conn.transaction():
-                await plan(conn, horizon=settings.plan_horizon, limit=1, job_ids=[row["id"]])
-        except pg_errors.CheckViolation:
-            # No partition for the slot yet (a database no worker has kept): make them.
-            await ensure_partitions(conn, settings)
-            await plan(conn, horizon=settings.plan_horizon, limit=1, job_ids=[row["id"]])
+        await _plan_now(conn, row["id"], settings)
         return Created(row, created=True)
+
+
+async def _plan_now(conn: AsyncConn, job_id: int, settings: Settings) -> None:
+    """Materialise a job's slots inside the horizon now, in the caller's transaction."""
+    try:
+        async with conn.transaction():
+            await plan(conn, horizon=settings.plan_horizon, limit=1, job_ids=[job_id])
+    except pg_errors.CheckViolation:
+        # No partition for the slot yet (a database no worker has kept): make them.
+        await ensure_partitions(conn, settings)
+        await plan(conn, horizon=settings.plan_horizon, limit=1, job_ids=[job_id])
 
 
 async def ensure_partitions(conn: AsyncConn, settings: Settings) -> int:
@@ -70,3 +77,99 @@ async def cancel_job(conn: AsyncConn, job_id: int, *, owner_id: int | None) -> d
         if not await jobs.cancel(conn, job_id, owner_id=owner_id):
             raise ConflictError(f"job {job_id} is already {job['state']}")
         return await runs.cancel_for_job(conn, job_id)
+
+
+def spec_of(row: dict[str, Any]) -> JobSpec:
+    """The JobSpec of a stored job, to edit it."""
+    deadline = row["starting_deadline_seconds"]
+    return JobSpec(
+        schedule=schedule_of(row),
+        executor=ExecutorKind(row["executor"]),
+        retry=RetryPolicy(
+            row["max_attempts"],
+            timedelta(seconds=row["backoff_base_seconds"]),
+            timedelta(seconds=row["backoff_max_seconds"]),
+        ),
+        task=row["task"],
+        payload=row["payload"],
+        message=row["message"],
+        name=row["name"],
+        timeout=timedelta(seconds=row["timeout_seconds"]),
+        priority=row["priority"],
+        overlap=OverlapPolicy(row["overlap"]),
+        misfire=MisfirePolicy(row["misfire"]),
+        starting_deadline=timedelta(seconds=deadline) if deadline is not None else None,
+        idempotency_key=row["idempotency_key"],
+    )
+
+
+async def _visible(conn: AsyncConn, job_id: int, owner_id: int | None) -> dict[str, Any]:
+    job = await jobs.get(conn, job_id, owner_id=owner_id)
+    if job is None:
+        raise NotFoundError(f"job {job_id} not found")
+    return job
+
+
+async def pause_job(conn: AsyncConn, job_id: int, *, owner_id: int | None) -> dict[str, Any]:
+    """Stop planning; slots materialised but not started are forgotten (made again on
+    resume). Retries already queued still run."""
+    async with conn.transaction():
+        job = await _visible(conn, job_id, owner_id)
+        paused = await jobs.set_state(
+            conn, job_id, owner_id=owner_id, from_state=JobState.ACTIVE, to_state=JobState.PAUSED
+        )
+        if paused is None:
+            raise ConflictError(f"job {job_id} is {job['state']}, not active")
+        await runs.delete_queued_for_job(conn, job_id)
+        return paused
+
+
+async def resume_job(
+    conn: AsyncConn, job_id: int, settings: Settings, *, owner_id: int | None
+) -> dict[str, Any]:
+    """Plan again from now on: slots that fell inside the pause are not caught up."""
+    async with conn.transaction():
+        job = await _visible(conn, job_id, owner_id)
+        cursor = schedule_of(job).first_slot(await _db_now(conn))
+        resumed = await jobs.set_state(
+            conn,
+            job_id,
+            owner_id=owner_id,
+            from_state=JobState.PAUSED,
+            to_state=JobState.ACTIVE,
+            next_run_at=cursor,
+        )
+        if resumed is None:
+            raise ConflictError(f"job {job_id} is {job['state']}, not paused")
+        await _plan_now(conn, job_id, settings)
+        return resumed
+
+
+async def trigger_job(conn: AsyncConn, job_id: int, *, owner_id: int | None) -> dict[str, Any]:
+    """A run now, outside the schedule (its overlap policy still applies)."""
+    async with conn.transaction():
+        job = await _visible(conn, job_id, owner_id)
+        if job["state"] == JobState.CANCELLED:
+            raise ConflictError(f"job {job_id} is cancelled")
+        now = await _db_now(conn)
+        (run,) = await runs.insert_slots(
+            conn, [(job_id, job["owner_id"], now, job["priority"], RunState.QUEUED, None)]
+        )
+        return run
+
+
+async def edit_job(
+    conn: AsyncConn, job_id: int, spec: JobSpec, settings: Settings, *, owner_id: int | None
+) -> dict[str, Any]:
+    """Replace a job's definition; slots planned for the old schedule and not started
+    are dropped, and the new schedule is planned from now."""
+    async with conn.transaction():
+        await _visible(conn, job_id, owner_id)
+        cursor = spec.schedule.first_slot(await _db_now(conn))
+        updated = await jobs.update(conn, job_id, spec, owner_id=owner_id, next_run_at=cursor)
+        if updated is None:
+            raise ConflictError(f"job {job_id} is cancelled")
+        await runs.delete_queued_for_job(conn, job_id)
+        if updated["state"] == JobState.ACTIVE:
+            await _plan_now(conn, job_id, settings)
+        return updated

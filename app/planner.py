@@ -72,9 +72,13 @@ async def plan(
     claimed = await jobs.plan_claim(conn, horizon=horizon, limit=limit, job_ids=job_ids, now=now)
     slots: list[tuple[int, int, datetime, int, RunState, str | None]] = []
     cursors: list[tuple[int, datetime | None]] = []
+    # Many jobs share a schedule (a fleet of `* * * * *` jobs): compute each one once.
+    memo: dict[tuple[Schedule, datetime | None, datetime], tuple[list[datetime], Any]] = {}
     for row in claimed:
-        until = row["db_now"] + horizon
-        job_slots, cursor = slots_until(schedule_of(row), row["next_run_at"], until)
+        key = (schedule_of(row), row["next_run_at"], row["db_now"] + horizon)
+        if key not in memo:
+            memo[key] = slots_until(*key)
+        job_slots, cursor = memo[key]
         slots.extend(
             (row["id"], row["owner_id"], slot, row["priority"], RunState.QUEUED, None)
             for slot in job_slots
@@ -83,6 +87,24 @@ async def plan(
     inserted = await runs.insert_slots(conn, slots, now=now)
     await jobs.plan_advance(conn, cursors)
     return PlanResult(jobs=len(claimed), slots=len(slots), inserted=len(inserted))
+
+
+# How many missed slots `run_all` catches up at most, per job (the latest ones).
+RUN_ALL_CAP = 100
+
+
+async def skip_misfired(
+    conn: AsyncConn, settings: Settings, *, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Apply the misfire policies (sql/runs.sql runs_skip_misfired)."""
+    floor, _ = await runs.queue_window(conn, ahead=timedelta(0), now=now)
+    return await runs.skip_misfired(
+        conn,
+        threshold=settings.misfire_threshold,
+        run_all_cap=RUN_ALL_CAP,
+        floor=floor,
+        now=now,
+    )
 
 
 class Planner(Service):
@@ -95,14 +117,28 @@ class Planner(Service):
         self._pool = pool
         self._settings = settings
 
-    async def run_once(self) -> int:
+    async def run_once(self, now: datetime | None = None) -> int:
+        """Plan every job entering the horizon, then apply misfire policies, in one
+        transaction per batch so no worker can claim a misfired run in between."""
         total = 0
         while True:
             async with self._pool.connection() as conn, conn.transaction():
                 result = await plan(
-                    conn, horizon=self._settings.plan_horizon, limit=self._settings.plan_batch
+                    conn,
+                    horizon=self._settings.plan_horizon,
+                    limit=self._settings.plan_batch,
+                    now=now,
                 )
+                skipped = await skip_misfired(conn, self._settings, now=now)
             total += result.inserted
+            for row in skipped:
+                log.info(
+                    "slot_skipped",
+                    job_id=row["job_id"],
+                    run_id=row["id"],
+                    slot_at=row["slot_at"].isoformat(),
+                    reason=row["error"],
+                )
             if result.jobs < self._settings.plan_batch:
                 break
         if total:

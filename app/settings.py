@@ -85,6 +85,7 @@ class Settings:
     plan_horizon: timedelta = timedelta(minutes=10)
     plan_interval: timedelta = timedelta(seconds=5)
     plan_batch: int = 1000
+    misfire_threshold: timedelta = timedelta(minutes=1)
 
     # Maintainer (leader-only duties)
     leader_ttl: timedelta = timedelta(seconds=15)

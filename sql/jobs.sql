@@ -86,3 +86,76 @@ UPDATE pgsched.jobs AS j
    SET next_run_at = a.next_run_at
   FROM unnest(%(ids)s::bigint[], %(next_run_ats)s::timestamptz[]) AS a(id, next_run_at)
  WHERE j.id = a.id
+
+-- name: jobs_overlap_gate :one
+-- Admit a run of a forbid/replace job: the job row lock serialises concurrent gates. If
+-- the job's active run is still running, `forbid` refuses this one; `replace` admits it
+-- and asks the active run to stop (flag + NOTIFY), and the caller waits for it to end.
+WITH job AS MATERIALIZED (
+    SELECT id, overlap, active_run_id, active_run_due_at
+      FROM pgsched.jobs
+     WHERE id = %(job_id)s::bigint
+       FOR UPDATE
+), previous AS MATERIALIZED (
+    SELECT r.id, r.due_at
+      FROM pgsched.runs AS r, job
+     WHERE r.id = job.active_run_id
+       AND r.due_at = job.active_run_due_at
+       AND r.state = 'running'
+       AND r.id <> %(run_id)s::bigint
+), admitted AS (
+    UPDATE pgsched.jobs AS j
+       SET active_run_id = %(run_id)s::bigint, active_run_due_at = %(due_at)s::timestamptz
+      FROM job
+     WHERE j.id = job.id
+       AND (job.overlap = 'replace' OR NOT EXISTS (SELECT 1 FROM previous))
+    RETURNING j.id
+), stopping AS (
+    UPDATE pgsched.runs AS r
+       SET cancel_requested = true
+      FROM previous, job
+     WHERE job.overlap = 'replace'
+       AND r.id = previous.id
+       AND r.due_at = previous.due_at
+    RETURNING r.id
+)
+SELECT EXISTS (SELECT 1 FROM admitted) AS admitted,
+       (SELECT id FROM previous) AS previous_id,
+       (SELECT due_at FROM previous) AS previous_due_at,
+       pg_notify('pgsched_cancel', coalesce((SELECT string_agg(id::text, ',') FROM stopping), ''))
+           AS notified
+
+-- name: jobs_set_state :one
+-- Pause (active -> paused) or resume (paused -> active, with a new cursor).
+UPDATE pgsched.jobs
+   SET state = %(to_state)s::pgsched.job_state,
+       next_run_at = CASE WHEN %(to_state)s::pgsched.job_state = 'active'
+                          THEN %(next_run_at)s::timestamptz ELSE next_run_at END,
+       updated_at = now()
+ WHERE id = %(id)s::bigint
+   AND owner_id = coalesce(%(owner_id)s::bigint, owner_id)
+   AND state = %(from_state)s::pgsched.job_state
+RETURNING *
+
+-- name: jobs_update :one
+-- Replace a job's schedule and policies (an edit); the caller re-plans it.
+UPDATE pgsched.jobs
+   SET name = %(name)s::text, message = %(message)s::text,
+       schedule_kind = %(schedule_kind)s::pgsched.schedule_kind,
+       execute_at = %(execute_at)s::timestamptz, cron = %(cron)s::text,
+       interval_seconds = %(interval_seconds)s::float8, anchor_at = %(anchor_at)s::timestamptz,
+       timezone = %(timezone)s::text, executor = %(executor)s::pgsched.executor_kind,
+       task = %(task)s::text, payload = %(payload)s::jsonb,
+       timeout_seconds = %(timeout_seconds)s::float8, max_attempts = %(max_attempts)s::int,
+       backoff_base_seconds = %(backoff_base_seconds)s::float8,
+       backoff_max_seconds = %(backoff_max_seconds)s::float8,
+       priority = %(priority)s::smallint, overlap = %(overlap)s::pgsched.overlap_policy,
+       misfire = %(misfire)s::pgsched.misfire_policy,
+       starting_deadline_seconds = %(starting_deadline_seconds)s::float8,
+       next_run_at = %(next_run_at)s::timestamptz,
+       state = CASE WHEN state IN ('completed', 'dead') THEN 'active' ELSE state END,
+       updated_at = now()
+ WHERE id = %(id)s::bigint
+   AND owner_id = coalesce(%(owner_id)s::bigint, owner_id)
+   AND state <> 'cancelled'
+RETURNING *

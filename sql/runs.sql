@@ -22,21 +22,30 @@ WITH picked AS (
      ORDER BY priority DESC, vft, due_at
      LIMIT %(limit)s::int
        FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE pgsched.runs AS r
+       SET state = 'running',
+           worker_id = %(worker_id)s::text,
+           started_at = coalesce(%(now)s::timestamptz, now()),
+           lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+      FROM picked, pgsched.jobs AS j
+     WHERE r.id = picked.id
+       AND r.due_at = picked.due_at
+       AND r.due_at >= %(floor)s::timestamptz
+       AND r.due_at < %(ceiling)s::timestamptz
+       AND j.id = r.job_id
+    RETURNING r.id, r.due_at, r.attempt, r.job_id, r.owner_id, r.slot_at, r.started_at,
+              r.vft, j.executor, j.task, j.payload, j.message, j.timeout_seconds,
+              j.max_attempts, j.backoff_base_seconds, j.backoff_max_seconds, j.overlap
+), ticked AS (
+    -- Fair share: system virtual time follows the work being served (one row write per
+    -- claim statement, and none when it would not move).
+    UPDATE pgsched.fair_clock
+       SET v = (SELECT max(vft) FROM claimed)
+     WHERE id = 1
+       AND v < (SELECT max(vft) FROM claimed)
 )
-UPDATE pgsched.runs AS r
-   SET state = 'running',
-       worker_id = %(worker_id)s::text,
-       started_at = coalesce(%(now)s::timestamptz, now()),
-       lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
-  FROM picked, pgsched.jobs AS j
- WHERE r.id = picked.id
-   AND r.due_at = picked.due_at
-   AND r.due_at >= %(floor)s::timestamptz
-   AND r.due_at < %(ceiling)s::timestamptz
-   AND j.id = r.job_id
-RETURNING r.id, r.due_at, r.attempt, r.job_id, r.owner_id, r.slot_at, r.started_at,
-          j.executor, j.task, j.payload, j.message, j.timeout_seconds, j.max_attempts,
-          j.backoff_base_seconds, j.backoff_max_seconds
+SELECT * FROM claimed
 
 -- name: runs_heartbeat :many
 -- Renew the leases of the runs one worker holds, in one statement; returns those still
@@ -211,19 +220,102 @@ SELECT least(min(due_at), coalesce(%(now)s::timestamptz, now()) - %(margin)s::in
  WHERE state = 'queued'
 
 -- name: runs_insert_slots :many
--- Materialise planned slots as runs (first attempts). A slot long past is made due at
--- now() - margin so its row lands in a partition that exists. ON CONFLICT on
+-- Materialise slots as runs (first attempts), in one statement for any number of jobs.
+-- Fair share (stride scheduling): each owner is charged 1/job_weight of virtual time per
+-- queued run, starting from max(its last finish, the system's virtual time), and each
+-- run carries its virtual finish time (vft), which the claim orders by. Owners' rows are
+-- locked in id order first, so concurrent batches cannot deadlock. A slot long past is
+-- made due at now() - margin so its row lands in a partition that exists; ON CONFLICT on
 -- (job, slot, attempt, due) makes planning a slot twice a no-op.
+WITH s AS (
+    SELECT *,
+           row_number() OVER (PARTITION BY owner_id, state ORDER BY slot_at, n) AS k
+      FROM unnest(%(job_ids)s::bigint[], %(owner_ids)s::bigint[], %(slot_ats)s::timestamptz[],
+                  %(priorities)s::smallint[], %(states)s::pgsched.run_state[],
+                  %(errors)s::text[])
+           WITH ORDINALITY AS s(job_id, owner_id, slot_at, priority, state, error, n)
+), owners AS MATERIALIZED (
+    SELECT u.id
+      FROM pgsched.users AS u
+     WHERE u.id IN (SELECT owner_id FROM s WHERE state = 'queued')
+     ORDER BY u.id
+       FOR UPDATE
+), charged AS (
+    UPDATE pgsched.users AS u
+       SET vfinish = greatest(u.vfinish, c.v) + q.cnt / u.job_weight
+      FROM (SELECT owner_id, count(*) AS cnt FROM s WHERE state = 'queued' GROUP BY owner_id)
+           AS q,
+           pgsched.fair_clock AS c,
+           owners AS o
+     WHERE u.id = q.owner_id
+       AND o.id = u.id
+    RETURNING u.id, u.vfinish - q.cnt / u.job_weight AS start, u.job_weight
+)
 INSERT INTO pgsched.runs (due_at, job_id, owner_id, slot_at, priority, state, error,
-                          finished_at)
+                          finished_at, vft)
 SELECT greatest(s.slot_at, coalesce(%(now)s::timestamptz, now()) - %(margin)s::interval),
        s.job_id, s.owner_id, s.slot_at, s.priority, s.state, s.error,
-       CASE WHEN s.state = 'queued' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END
-  FROM unnest(%(job_ids)s::bigint[], %(owner_ids)s::bigint[], %(slot_ats)s::timestamptz[],
-              %(priorities)s::smallint[], %(states)s::pgsched.run_state[], %(errors)s::text[])
-       AS s(job_id, owner_id, slot_at, priority, state, error)
+       CASE WHEN s.state = 'queued' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END,
+       CASE WHEN s.state = 'queued' THEN c.start + s.k / c.job_weight ELSE 0 END
+  FROM s
+  LEFT JOIN charged AS c ON c.id = s.owner_id
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, due_at, state
+
+-- name: runs_skip_misfired :many
+-- Apply misfire policies to recurring jobs' first attempts still queued longer than the
+-- threshold after their slot (workers were down or overloaded): `skip` skips them all,
+-- `run_once` keeps only the latest per job, `run_all` keeps the latest `cap`; a slot past
+-- the job's starting deadline is skipped whatever the policy. Skips are recorded with the
+-- reason. SKIP LOCKED: a run a worker is claiming right now is left to it.
+WITH late AS MATERIALIZED (
+    SELECT r.id, r.due_at, r.job_id, r.slot_at
+      FROM pgsched.runs AS r
+     WHERE r.state = 'queued'
+       AND r.attempt = 1
+       AND r.due_at < coalesce(%(now)s::timestamptz, now()) - %(threshold)s::interval
+       AND r.due_at >= %(floor)s::timestamptz
+       FOR UPDATE SKIP LOCKED
+), ranked AS (
+    SELECT l.*, j.misfire, j.starting_deadline_seconds,
+           row_number() OVER (PARTITION BY l.job_id ORDER BY l.slot_at DESC) AS recent
+      FROM late AS l
+      JOIN pgsched.jobs AS j ON j.id = l.job_id
+     WHERE j.schedule_kind <> 'once'
+), doomed AS (
+    SELECT id, due_at,
+           CASE
+             WHEN starting_deadline_seconds IS NOT NULL
+              AND due_at < coalesce(%(now)s::timestamptz, now())
+                           - make_interval(secs => starting_deadline_seconds)
+               THEN 'missed its starting deadline'
+             WHEN misfire = 'skip' THEN 'misfired (policy skip)'
+             WHEN misfire = 'run_once' AND recent > 1 THEN 'coalesced (policy run_once)'
+             WHEN misfire = 'run_all' AND recent > %(run_all_cap)s::int
+               THEN 'beyond the catch-up cap (policy run_all)'
+           END AS reason
+      FROM ranked
+)
+UPDATE pgsched.runs AS r
+   SET state = 'skipped', finished_at = coalesce(%(now)s::timestamptz, now()),
+       error = d.reason
+  FROM doomed AS d
+ WHERE r.id = d.id
+   AND r.due_at = d.due_at
+   AND d.reason IS NOT NULL
+RETURNING r.id, r.job_id, r.slot_at, r.error
+
+-- name: runs_delete_queued_for_job :one
+-- Forget the slots a job has materialised but not started (pause, schedule edit): the
+-- planner makes them again from the job's new cursor. Retries in flight stay.
+WITH gone AS (
+    DELETE FROM pgsched.runs
+     WHERE job_id = %(job_id)s::bigint
+       AND state = 'queued'
+       AND attempt = 1
+    RETURNING id
+)
+SELECT count(*) AS deleted FROM gone
 
 -- name: runs_list_for_job :many
 -- A job's runs, newest first (the job's execution history).

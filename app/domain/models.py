@@ -81,6 +81,7 @@ class Claim:
     max_attempts: int
     backoff_base: timedelta
     backoff_max: timedelta
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
 
     @property
     def key(self) -> RunKey:

@@ -14,39 +14,91 @@ from app.store.db import AsyncConn
 from app.store.queries import exec_, many, one
 
 
+def _spec_params(spec: JobSpec) -> dict[str, Any]:
+    s = spec.schedule
+    return {
+        "name": spec.name,
+        "message": spec.message,
+        "schedule_kind": s.kind.value,
+        "execute_at": s.execute_at,
+        "cron": s.cron,
+        "interval_seconds": s.interval.total_seconds() if s.interval else None,
+        "anchor_at": s.anchor,
+        "timezone": s.timezone,
+        "executor": spec.executor.value,
+        "task": spec.task,
+        "payload": Jsonb(spec.payload),
+        "timeout_seconds": spec.timeout.total_seconds(),
+        "max_attempts": spec.retry.max_attempts,
+        "backoff_base_seconds": spec.retry.backoff_base.total_seconds(),
+        "backoff_max_seconds": spec.retry.backoff_max.total_seconds(),
+        "priority": spec.priority,
+        "overlap": spec.overlap.value,
+        "misfire": spec.misfire.value,
+        "starting_deadline_seconds": (
+            spec.starting_deadline.total_seconds() if spec.starting_deadline else None
+        ),
+    }
+
+
 async def insert(
     conn: AsyncConn, owner_id: int, spec: JobSpec, *, next_run_at: datetime | None
 ) -> dict[str, Any] | None:
     """The new job, or None when the owner already used this idempotency key."""
-    s = spec.schedule
     return await one(
         conn,
         "jobs_insert",
         owner_id=owner_id,
-        name=spec.name,
-        message=spec.message,
-        schedule_kind=s.kind.value,
-        execute_at=s.execute_at,
-        cron=s.cron,
-        interval_seconds=s.interval.total_seconds() if s.interval else None,
-        anchor_at=s.anchor,
-        timezone=s.timezone,
-        executor=spec.executor.value,
-        task=spec.task,
-        payload=Jsonb(spec.payload),
-        timeout_seconds=spec.timeout.total_seconds(),
-        max_attempts=spec.retry.max_attempts,
-        backoff_base_seconds=spec.retry.backoff_base.total_seconds(),
-        backoff_max_seconds=spec.retry.backoff_max.total_seconds(),
-        priority=spec.priority,
-        overlap=spec.overlap.value,
-        misfire=spec.misfire.value,
-        starting_deadline_seconds=(
-            spec.starting_deadline.total_seconds() if spec.starting_deadline else None
-        ),
         next_run_at=next_run_at,
         idempotency_key=spec.idempotency_key,
+        **_spec_params(spec),
     )
+
+
+async def update(
+    conn: AsyncConn,
+    job_id: int,
+    spec: JobSpec,
+    *,
+    owner_id: int | None,
+    next_run_at: datetime | None,
+) -> dict[str, Any] | None:
+    return await one(
+        conn,
+        "jobs_update",
+        id=job_id,
+        owner_id=owner_id,
+        next_run_at=next_run_at,
+        **_spec_params(spec),
+    )
+
+
+async def set_state(
+    conn: AsyncConn,
+    job_id: int,
+    *,
+    owner_id: int | None,
+    from_state: JobState,
+    to_state: JobState,
+    next_run_at: datetime | None = None,
+) -> dict[str, Any] | None:
+    return await one(
+        conn,
+        "jobs_set_state",
+        id=job_id,
+        owner_id=owner_id,
+        from_state=from_state.value,
+        to_state=to_state.value,
+        next_run_at=next_run_at,
+    )
+
+
+async def overlap_gate(
+    conn: AsyncConn, *, job_id: int, run_id: int, due_at: datetime
+) -> dict[str, Any]:
+    row = await one(conn, "jobs_overlap_gate", job_id=job_id, run_id=run_id, due_at=due_at)
+    assert row is not None
+    return row
 
 
 async def get_by_idempotency_key(conn: AsyncConn, owner_id: int, key: str) -> dict[str, Any] | None:

@@ -6,7 +6,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.domain.models import Claim, Completion, ExecutorKind, RunKey, RunState
+from app.domain.models import (
+    Claim,
+    Completion,
+    ExecutorKind,
+    OverlapPolicy,
+    RunKey,
+    RunState,
+)
 from app.store.db import AsyncConn
 from app.store.queries import many, one
 
@@ -61,6 +68,7 @@ async def claim(
             max_attempts=r["max_attempts"],
             backoff_base=timedelta(seconds=r["backoff_base_seconds"]),
             backoff_max=timedelta(seconds=r["backoff_max_seconds"]),
+            overlap=OverlapPolicy(r["overlap"]),
         )
         for r in rows
     ]
@@ -178,3 +186,26 @@ async def cancel_for_job(
     row = await one(conn, "runs_cancel_for_job", job_id=job_id, now=now)
     assert row is not None
     return row
+
+
+async def skip_misfired(
+    conn: AsyncConn,
+    *,
+    threshold: timedelta,
+    run_all_cap: int,
+    floor: datetime,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    return await many(
+        conn,
+        "runs_skip_misfired",
+        threshold=threshold,
+        run_all_cap=run_all_cap,
+        floor=floor,
+        now=now,
+    )
+
+
+async def delete_queued_for_job(conn: AsyncConn, job_id: int) -> int:
+    row = await one(conn, "runs_delete_queued_for_job", job_id=job_id)
+    return int(row["deleted"]) if row else 0

@@ -95,6 +95,9 @@ jobs = sa.Table(
     sa.Column("starting_deadline_seconds", sa.Float),
     # The planner's cursor: the next slot not yet materialised as a run.
     sa.Column("next_run_at", TZ),
+    # Overlap gate (forbid/replace): the run last admitted to execute.
+    sa.Column("active_run_id", sa.BigInteger),
+    sa.Column("active_run_due_at", TZ),
     sa.Column("idempotency_key", sa.Text),
     sa.Column("created_at", TZ, nullable=False, server_default=NOW),
     sa.Column("updated_at", TZ, nullable=False, server_default=NOW),
@@ -158,6 +161,16 @@ run_logs = sa.Table(
     sa.Column("line", sa.Text, nullable=False),
     sa.PrimaryKeyConstraint("run_id", "run_due_at", "seq", name="run_logs_pkey"),
     postgresql_partition_by="RANGE (run_due_at)",
+)
+
+# Fair share: the system's virtual time, the highest virtual finish time claimed so far.
+# A user who was idle re-enters at this time rather than with banked credit.
+fair_clock = sa.Table(
+    "fair_clock",
+    metadata,
+    sa.Column("id", sa.SmallInteger, primary_key=True, server_default="1"),
+    sa.Column("v", sa.Float, nullable=False, server_default="0"),
+    sa.CheckConstraint("id = 1", name="fair_clock_single_row"),
 )
 
 # The keeper's registry of the partitions it made: one row covers the same range of

@@ -32,10 +32,18 @@ import structlog
 from psycopg_pool import AsyncConnectionPool
 
 from app.clock import Clock
-from app.domain.models import Claim, Completion, ExecutorKind, LogStream, RunKey, RunState
+from app.domain.models import (
+    Claim,
+    Completion,
+    ExecutorKind,
+    LogStream,
+    OverlapPolicy,
+    RunKey,
+    RunState,
+)
 from app.domain.retry import RetryPolicy
 from app.settings import Settings
-from app.store import runs, workers
+from app.store import jobs, runs, workers
 from app.store.db import AsyncConn, connect
 from app.worker.completer import Completer
 from app.worker.executors.base import Executor, FatalError, RunLog, TaskContext
@@ -46,11 +54,12 @@ log = structlog.get_logger("pgsched.worker")
 # The claim window is refreshed this often and reaches WINDOW_AHEAD past the database
 # clock, so its ceiling is always ahead of now() (see runs_queue_window).
 WINDOW_REFRESH_SECONDS = 30.0
-WINDOW_AHEAD = timedelta(hours=1)
+WINDOW_AHEAD = timedelta(minutes=2)
 RECONNECT_DELAY_SECONDS = 0.5
 # After cancelling an execution, how long to wait for it to wind down (a shell group
 # gets SIGTERM, then SIGKILL after its own grace) before moving on.
 STOP_WAIT_SECONDS = 3.0
+REPLACE_POLL_SECONDS = 0.05
 
 
 class StopReason(StrEnum):
@@ -302,6 +311,10 @@ class Worker:
             message=claim.message,
             log=run_log,
         )
+        if claim.overlap is not OverlapPolicy.ALLOW:
+            refused = await self._admit(claim, run_log)
+            if refused is not None:
+                return refused
         inner = asyncio.create_task(self._executors[claim.executor].execute(claim, ctx))
         stop_wait = asyncio.create_task(execution.stop_requested.wait())
         try:
@@ -321,6 +334,33 @@ class Worker:
         if error:
             run_log.write(LogStream.SYSTEM, error)
         return self._completion(claim, state, error, retriable, run_log)
+
+    async def _admit(self, claim: Claim, run_log: RunLog) -> Completion | None:
+        """The overlap gate of a forbid/replace job (sql/jobs.sql jobs_overlap_gate);
+        returns the `skipped` outcome of a run that may not start."""
+        async with self._pool.connection() as conn:
+            gate = await jobs.overlap_gate(
+                conn, job_id=claim.job_id, run_id=claim.id, due_at=claim.due_at
+            )
+            previous = gate["previous_id"]
+            if not gate["admitted"]:
+                reason = f"previous run {previous} still active (overlap forbid)"
+                run_log.write(LogStream.SYSTEM, reason)
+                return Completion(claim.key, RunState.SKIPPED, reason, None, run_log.lines())
+            if previous is None:
+                return None
+            # replace: the previous run was told to stop; start only once it has ended.
+            s = self.settings
+            deadline = self._clock.monotonic() + (s.lease * 2 + s.reclaim_interval).total_seconds()
+            while self._clock.monotonic() < deadline:
+                row = await runs.get(conn, previous, owner_id=None)
+                if row is None or RunState(row["state"]).is_final:
+                    run_log.write(LogStream.SYSTEM, f"replaced run {previous}")
+                    return None
+                await asyncio.sleep(REPLACE_POLL_SECONDS)
+        reason = f"previous run {previous} did not stop in time (overlap replace)"
+        run_log.write(LogStream.SYSTEM, reason)
+        return Completion(claim.key, RunState.SKIPPED, reason, None, run_log.lines())
 
     def _stopped(self, execution: Execution, run_log: RunLog) -> Completion | None:
         claim = execution.claim

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -208,6 +209,40 @@ async def serve(settings: Settings, url: str) -> None:
             for service in reversed(services):
                 await service.stop()
             await pool.close()
+
+
+@main.command()
+@click.option(
+    "--url",
+    "bench_url",
+    help="A server URL to create bench databases on (default: a fresh embedded PostgreSQL 18).",
+)
+@click.option(
+    "--scenario",
+    "scenarios",
+    multiple=True,
+    type=click.Choice(["enqueue", "drain", "planner", "claim"]),
+    help="Run only these (repeatable; default: all).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    help="Also write the results as JSON here.",
+)
+def bench(bench_url: str | None, scenarios: tuple[str, ...], json_path: str | None) -> None:
+    """Measure throughput, planning rate and claim cost (see scripts/bench)."""
+    from app.bench import SCENARIOS, markdown, run_bench
+
+    def progress(message: str) -> None:
+        click.echo(f"\r\033[K{message}", nl=False, err=True)
+
+    with _errors():
+        results = run_bench(bench_url, list(scenarios or SCENARIOS), progress)
+    click.echo("", err=True)
+    click.echo(markdown(results))
+    if json_path:
+        Path(json_path).write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=2))
 
 
 # -- jobs --------------------------------------------------------------------------------

@@ -98,3 +98,18 @@ def test_run_log_is_bounded_and_says_what_it_dropped() -> None:
     long = RunLog(FakeClock(T0), max_lines=3, max_line_bytes=8)
     long.write(LogStream.STDOUT, "y" * 100 + "\x00")
     assert long.lines()[0].line == "yyyyyyyy …[truncated]"
+
+
+def test_readme_documents_every_setting() -> None:
+    import dataclasses
+
+    from app.settings import env_name
+    from tests.helpers import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    missing = [
+        env_name(f.name)
+        for f in dataclasses.fields(Settings)
+        if f"`{env_name(f.name)}`" not in readme
+    ]
+    assert missing == []

@@ -24,7 +24,7 @@ from psycopg_pool import PoolTimeout
 
 from app import embedded
 from app.clock import SystemClock
-from app.domain.job import ECHO_TASK, JobSpec
+from app.domain.job import JobSpec, executor_of
 from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy
 from app.domain.retry import RetryPolicy
 from app.domain.schedule import Schedule
@@ -334,46 +334,41 @@ def build_spec(
     starting_deadline: float | None,
 ) -> JobSpec:
     """The JobSpec that `pgsched jobs create` options describe."""
-    if sum(x is not None for x in (shell, http, task)) > 1:
-        raise ValidationError("give one of --shell, --http, --task")
     schedule = build_schedule(at=at, cron=cron, every=every, tz=tz) or Schedule.once(
         parse_when("now"), tz
     )
-    payload: dict[str, Any] = {}
-    if shell is not None:
-        if not settings.shell_enabled:
-            raise ValidationError(
-                "shell jobs are disabled: the operator sets PGSCHED_SHELL_ENABLED=1"
-            )
-        executor, payload = ExecutorKind.SHELL, {"command": shell}
-    elif http is not None:
+    http_payload = None
+    if http is not None:
         parsed_headers = {}
         for header in headers:
             key, sep, value = header.partition(":")
             if not sep:
                 raise ValidationError(f"--header {header!r} must be 'Name: value'")
             parsed_headers[key.strip()] = value.strip()
-        payload = {"url": http, "method": method, "headers": parsed_headers}
         body_value = _json_arg(body, "--body") if body and body[:1] in "{[" else body
-        if body_value is not None:
-            payload["body"] = body_value
-        executor = ExecutorKind.HTTP
-    else:
-        task = task or ECHO_TASK
+        http_payload = {
+            "url": http,
+            "method": method,
+            "headers": parsed_headers,
+            "body": body_value,
+        }
+    parsed_args = _json_arg(args, "--args")
+    if parsed_args is not None and not isinstance(parsed_args, dict):
+        raise ValidationError("--args must be a JSON object")
+    executor, task, payload = executor_of(
+        http=http_payload, shell=shell, task=task, args=parsed_args
+    )
+    if executor is ExecutorKind.SHELL and not settings.shell_enabled:
+        raise ValidationError("shell jobs are disabled: the operator sets PGSCHED_SHELL_ENABLED=1")
+    if task is not None:
         REGISTRY.require(task)
-        executor = ExecutorKind.PYTHON
-        parsed_args = _json_arg(args, "--args")
-        if parsed_args is not None:
-            if not isinstance(parsed_args, dict):
-                raise ValidationError("--args must be a JSON object")
-            payload = {"args": parsed_args}
     return JobSpec(
         schedule=schedule,
         executor=executor,
         retry=RetryPolicy(
             max_attempts or settings.max_attempts, settings.backoff_base, settings.backoff_max
         ),
-        task=task if executor is ExecutorKind.PYTHON else None,
+        task=task,
         payload=payload,
         message=message,
         name=name,

@@ -46,3 +46,11 @@ class StoreError(AppError):
 
 class UnavailableError(StoreError):
     code = "unavailable"
+
+
+class UnauthorizedError(AppError):
+    code = "unauthorized"
+
+
+class PayloadTooLargeError(AppError):
+    code = "payload_too_large"

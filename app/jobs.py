@@ -100,6 +100,9 @@ def spec_of(row: dict[str, Any]) -> JobSpec:
         misfire=MisfirePolicy(row["misfire"]),
         starting_deadline=timedelta(seconds=deadline) if deadline is not None else None,
         idempotency_key=row["idempotency_key"],
+        notify_url=row["notify_url"],
+        notify_on_success=row["notify_on_success"],
+        notify_on_failure=row["notify_on_failure"],
     )
 
 

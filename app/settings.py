@@ -95,6 +95,19 @@ class Settings:
     retention: timedelta = timedelta(days=7)
     keeper_interval: timedelta = timedelta(minutes=5)
 
+    # Notifications
+    notify_interval: timedelta = timedelta(seconds=0.5)
+
+    # API
+    api_host: str = "127.0.0.1"
+    api_port: int = 8080
+    secret_key: str | None = None  # signs access tokens; generated and stored if unset
+    access_token_ttl: timedelta = timedelta(minutes=15)
+    refresh_token_ttl: timedelta = timedelta(days=30)
+    signup_enabled: bool = True
+    max_body_bytes: int = 1_048_576
+    cors_origins: tuple[str, ...] = ()
+
     # Retry defaults for jobs that do not say
     max_attempts: int = 3
     backoff_base: timedelta = timedelta(seconds=1)

@@ -8,7 +8,8 @@ INSERT INTO pgsched.jobs (owner_id, name, message, schedule_kind, execute_at, cr
                           interval_seconds, anchor_at, timezone, executor, task, payload,
                           timeout_seconds, max_attempts, backoff_base_seconds,
                           backoff_max_seconds, priority, overlap, misfire,
-                          starting_deadline_seconds, next_run_at, idempotency_key)
+                          starting_deadline_seconds, next_run_at, idempotency_key,
+                          notify_url, notify_on_success, notify_on_failure)
 VALUES (%(owner_id)s::bigint, %(name)s::text, %(message)s::text,
         %(schedule_kind)s::pgsched.schedule_kind, %(execute_at)s::timestamptz,
         %(cron)s::text, %(interval_seconds)s::float8, %(anchor_at)s::timestamptz,
@@ -17,7 +18,8 @@ VALUES (%(owner_id)s::bigint, %(name)s::text, %(message)s::text,
         %(backoff_base_seconds)s::float8, %(backoff_max_seconds)s::float8,
         %(priority)s::smallint, %(overlap)s::pgsched.overlap_policy,
         %(misfire)s::pgsched.misfire_policy, %(starting_deadline_seconds)s::float8,
-        %(next_run_at)s::timestamptz, %(idempotency_key)s::text)
+        %(next_run_at)s::timestamptz, %(idempotency_key)s::text, %(notify_url)s::text,
+        %(notify_on_success)s::bool, %(notify_on_failure)s::bool)
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 RETURNING *
 
@@ -28,10 +30,18 @@ SELECT * FROM pgsched.jobs
    AND idempotency_key = %(idempotency_key)s::text
 
 -- name: jobs_get :one
--- One job, if the owner may see it (owner_id NULL: an operator sees every job).
-SELECT j.*, u.username AS owner
+-- One job with its latest run's state, if the owner may see it (owner_id NULL: an
+-- operator sees every job).
+SELECT j.*, u.username AS owner, last.state AS last_run_state
   FROM pgsched.jobs AS j
   JOIN pgsched.users AS u ON u.id = j.owner_id
+  LEFT JOIN LATERAL (
+        SELECT r.state
+          FROM pgsched.runs AS r
+         WHERE r.job_id = j.id
+         ORDER BY r.slot_at DESC, r.attempt DESC
+         LIMIT 1
+  ) AS last ON true
  WHERE j.id = %(id)s::bigint
    AND j.owner_id = coalesce(%(owner_id)s::bigint, j.owner_id)
 
@@ -153,9 +163,18 @@ UPDATE pgsched.jobs
        misfire = %(misfire)s::pgsched.misfire_policy,
        starting_deadline_seconds = %(starting_deadline_seconds)s::float8,
        next_run_at = %(next_run_at)s::timestamptz,
+       notify_url = %(notify_url)s::text, notify_on_success = %(notify_on_success)s::bool,
+       notify_on_failure = %(notify_on_failure)s::bool,
        state = CASE WHEN state IN ('completed', 'dead') THEN 'active' ELSE state END,
        updated_at = now()
  WHERE id = %(id)s::bigint
    AND owner_id = coalesce(%(owner_id)s::bigint, owner_id)
    AND state <> 'cancelled'
 RETURNING *
+
+-- name: jobs_delete :one
+-- Delete a job (its runs were cancelled first; their history ages out with retention).
+DELETE FROM pgsched.jobs
+ WHERE id = %(id)s::bigint
+   AND owner_id = coalesce(%(owner_id)s::bigint, owner_id)
+RETURNING id

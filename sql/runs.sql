@@ -87,7 +87,7 @@ done AS (
        AND r.worker_id = %(worker_id)s::text
        AND r.state = 'running'
     RETURNING r.id, r.due_at, r.job_id, r.owner_id, r.slot_at, r.attempt, r.priority, r.vft,
-              r.state, r.dead, o.retry_in
+              r.state, r.dead, r.error, r.finished_at, o.retry_in
 ),
 retried AS (
     INSERT INTO pgsched.runs (due_at, job_id, owner_id, slot_at, attempt, priority, vft)
@@ -120,11 +120,33 @@ ended_jobs AS (
        AND j.state = 'active'
        AND (d.state = 'succeeded' OR d.dead)
     RETURNING j.id
+),
+outbox AS (
+    -- Webhooks go out through the outbox, committed with the final state they report.
+    INSERT INTO pgsched.notifications (owner_id, job_id, run_id, event, url, payload)
+    SELECT d.owner_id, d.job_id, d.id, e.event, j.notify_url,
+           jsonb_build_object('event', e.event, 'job_id', d.job_id, 'run_id', d.id,
+                              'attempt', d.attempt, 'state', d.state, 'slot_at', d.slot_at,
+                              'finished_at', d.finished_at, 'error', d.error)
+      FROM done AS d
+      JOIN pgsched.jobs AS j ON j.id = d.job_id
+      CROSS JOIN LATERAL (SELECT CASE WHEN d.state = 'succeeded' THEN 'run.succeeded'
+                                      ELSE 'run.failed' END AS event) AS e
+     WHERE j.notify_url IS NOT NULL
+       AND ((d.state = 'succeeded' AND j.notify_on_success)
+            OR (d.dead AND j.notify_on_failure))
+    ON CONFLICT DO NOTHING
+    RETURNING 1
 )
 SELECT d.id, d.job_id, d.attempt, d.state, d.dead,
        (SELECT count(*) FROM retried) AS retried,
        (SELECT count(*) FROM logged) AS logged,
-       (SELECT count(*) FROM ended_jobs) AS ended_jobs
+       (SELECT count(*) FROM ended_jobs) AS ended_jobs,
+       (SELECT count(*) FROM outbox) AS notified,
+       -- live event streams (SSE) learn which owners' runs changed; identical payloads
+       -- in one transaction are sent once
+       pg_notify('pgsched_events', (SELECT string_agg(DISTINCT owner_id::text, ',') FROM done))
+           AS events
   FROM done AS d
 
 -- name: runs_release :one
@@ -196,9 +218,22 @@ dead_jobs AS (
        AND j.schedule_kind = 'once'
        AND j.state = 'active'
     RETURNING j.id
+),
+outbox AS (
+    INSERT INTO pgsched.notifications (owner_id, job_id, run_id, event, url, payload)
+    SELECT l.owner_id, l.job_id, l.id, 'run.failed', j.notify_url,
+           jsonb_build_object('event', 'run.failed', 'job_id', l.job_id, 'run_id', l.id,
+                              'attempt', l.attempt, 'state', 'lost', 'slot_at', l.slot_at,
+                              'error', 'lease expired')
+      FROM lost AS l
+      JOIN pgsched.jobs AS j ON j.id = l.job_id
+     WHERE l.dead AND j.notify_url IS NOT NULL AND j.notify_on_failure
+    ON CONFLICT DO NOTHING
+    RETURNING 1
 )
 SELECT l.id, l.job_id, l.attempt, l.worker_id, l.dead,
-       (SELECT count(*) FROM retried) AS retried
+       (SELECT count(*) FROM retried) AS retried,
+       (SELECT count(*) FROM outbox) AS notified
   FROM lost AS l
 
 -- name: runs_next_due :one
@@ -318,7 +353,8 @@ WITH gone AS (
 SELECT count(*) AS deleted FROM gone
 
 -- name: runs_list_for_job :many
--- A job's runs, newest first (the job's execution history).
+-- A job's runs (its execution history), newest first, keyset-paginated by id and
+-- filtered by state and slot time.
 SELECT r.id, r.job_id, r.slot_at, r.due_at, r.attempt, r.state, r.worker_id,
        r.started_at, r.finished_at, r.error, r.dead,
        extract(epoch FROM r.started_at - r.due_at) AS lateness_seconds
@@ -326,7 +362,11 @@ SELECT r.id, r.job_id, r.slot_at, r.due_at, r.attempt, r.state, r.worker_id,
   JOIN pgsched.jobs AS j ON j.id = r.job_id
  WHERE r.job_id = %(job_id)s::bigint
    AND j.owner_id = coalesce(%(owner_id)s::bigint, j.owner_id)
- ORDER BY r.slot_at DESC, r.attempt DESC
+   AND (%(state)s::pgsched.run_state IS NULL OR r.state = %(state)s::pgsched.run_state)
+   AND r.slot_at >= coalesce(%(since)s::timestamptz, '-infinity')
+   AND r.slot_at < coalesce(%(until)s::timestamptz, 'infinity')
+   AND r.id < coalesce(%(before_id)s::bigint, 9223372036854775807)
+ ORDER BY r.id DESC
  LIMIT %(limit)s::int
 
 -- name: runs_get :one
@@ -360,3 +400,74 @@ SELECT (SELECT count(*) FROM queued) AS queued_cancelled,
        (SELECT count(*) FROM running) AS running_signalled,
        pg_notify('pgsched_cancel', coalesce((SELECT string_agg(id::text, ',') FROM running), ''))
            AS notified
+
+-- name: runs_cancel :one
+-- Cancel one run: a queued one ends now, a running one is told to stop (flag + NOTIFY).
+WITH target AS (
+    SELECT r.id, r.due_at, r.state
+      FROM pgsched.runs AS r
+      JOIN pgsched.jobs AS j ON j.id = r.job_id
+     WHERE r.id = %(id)s::bigint
+       AND j.owner_id = coalesce(%(owner_id)s::bigint, j.owner_id)
+), changed AS (
+    UPDATE pgsched.runs AS r
+       SET state = CASE WHEN t.state = 'queued' THEN 'cancelled'::pgsched.run_state
+                        ELSE r.state END,
+           finished_at = CASE WHEN t.state = 'queued' THEN now() ELSE r.finished_at END,
+           error = CASE WHEN t.state = 'queued' THEN 'cancelled' ELSE r.error END,
+           cancel_requested = true
+      FROM target AS t
+     WHERE r.id = t.id AND r.due_at = t.due_at AND r.state IN ('queued', 'running')
+    RETURNING r.id, t.state AS was
+)
+SELECT (SELECT state::text FROM target) AS state,
+       (SELECT was::text FROM changed) AS was,
+       pg_notify('pgsched_cancel', coalesce(
+           (SELECT id::text FROM changed WHERE was = 'running'), '')) AS notified
+
+-- name: runs_dead_list :many
+-- Dead letters: final failed attempts whose slot exhausted its retries, newest first.
+SELECT r.id, r.job_id, r.slot_at, r.due_at, r.attempt, r.state, r.worker_id,
+       r.started_at, r.finished_at, r.error, r.dead, j.name AS job_name
+  FROM pgsched.runs AS r
+  JOIN pgsched.jobs AS j ON j.id = r.job_id
+ WHERE r.dead
+   AND j.owner_id = coalesce(%(owner_id)s::bigint, j.owner_id)
+   AND r.id < coalesce(%(before_id)s::bigint, 9223372036854775807)
+ ORDER BY r.id DESC
+ LIMIT %(limit)s::int
+
+-- name: runs_redrive :one
+-- Give a dead letter one more attempt, due now; it leaves the dead-letter list and a
+-- dead one-off job is active again.
+WITH letter AS (
+    UPDATE pgsched.runs AS r
+       SET dead = false
+      FROM pgsched.jobs AS j
+     WHERE r.id = %(id)s::bigint
+       AND r.dead
+       AND j.id = r.job_id
+       AND j.owner_id = coalesce(%(owner_id)s::bigint, j.owner_id)
+    RETURNING r.job_id, r.owner_id, r.slot_at, r.attempt, r.priority, r.vft
+), revived AS (
+    UPDATE pgsched.jobs AS j
+       SET state = 'active', updated_at = now()
+      FROM letter AS l
+     WHERE j.id = l.job_id AND j.state = 'dead'
+    RETURNING j.id
+)
+INSERT INTO pgsched.runs (due_at, job_id, owner_id, slot_at, attempt, priority, vft)
+SELECT now(), l.job_id, l.owner_id, l.slot_at, l.attempt + 1, l.priority, l.vft
+  FROM letter AS l
+RETURNING id, job_id, due_at, attempt, (SELECT count(*) FROM revived) AS revived
+
+-- name: runs_finished_since :many
+-- One owner's runs that reached a final state after `since` (the live event stream),
+-- bounded to the last day of partitions.
+SELECT r.id, r.job_id, r.attempt, r.state, r.slot_at, r.started_at, r.finished_at, r.error
+  FROM pgsched.runs AS r
+ WHERE r.owner_id = %(owner_id)s::bigint
+   AND r.finished_at > %(since)s::timestamptz
+   AND r.due_at >= now() - interval '1 day'
+ ORDER BY r.finished_at
+ LIMIT 100

@@ -33,9 +33,12 @@ class JobSpec:
     misfire: MisfirePolicy = MisfirePolicy.RUN_ONCE
     starting_deadline: timedelta | None = None
     idempotency_key: str | None = None
+    notify_url: str | None = None
+    notify_on_success: bool = False
+    notify_on_failure: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("name", "message", "task", "idempotency_key"):
+        for name in ("name", "message", "task", "idempotency_key", "notify_url"):
             value = getattr(self, name)
             if isinstance(value, str) and "\x00" in value:
                 raise ValidationError(f"{name} must not contain NUL characters", field=name)
@@ -45,7 +48,34 @@ class JobSpec:
             raise ValidationError("priority must be between -100 and 100", field="priority")
         if self.starting_deadline is not None and self.starting_deadline <= timedelta(0):
             raise ValidationError("starting_deadline must be positive", field="starting_deadline")
+        if self.notify_url is not None:
+            _check_url(self.notify_url, "notify_url")
         _CHECKS[self.executor](self)
+
+
+def executor_of(
+    *,
+    http: dict[str, Any] | None = None,
+    shell: str | None = None,
+    task: str | None = None,
+    args: dict[str, Any] | None = None,
+) -> tuple[ExecutorKind, str | None, dict[str, Any]]:
+    """(executor, task, payload) for what a job runs; a job that names nothing runs the
+    built-in echo task (the seed API's message-only jobs)."""
+    if sum(x is not None for x in (http, shell, task)) > 1:
+        raise ValidationError("give one of http, shell, task", field="executor")
+    if shell is not None:
+        return ExecutorKind.SHELL, None, {"command": shell}
+    if http is not None:
+        return ExecutorKind.HTTP, None, {k: v for k, v in http.items() if v is not None}
+    return ExecutorKind.PYTHON, task or ECHO_TASK, {"args": args} if args else {}
+
+
+def _check_url(url: object, field: str) -> None:
+    if not isinstance(url, str) or urlsplit(url).scheme not in {"http", "https"}:
+        raise ValidationError(f"{field} must be an http(s) url", field=field)
+    if not urlsplit(url).hostname:
+        raise ValidationError(f"{field} has no host", field=field)
 
 
 def _check_python(spec: JobSpec) -> None:
@@ -54,11 +84,7 @@ def _check_python(spec: JobSpec) -> None:
 
 
 def _check_http(spec: JobSpec) -> None:
-    url = spec.payload.get("url")
-    if not isinstance(url, str) or urlsplit(url).scheme not in {"http", "https"}:
-        raise ValidationError("an http job needs an http(s) url", field="url")
-    if not urlsplit(url).hostname:
-        raise ValidationError("the url has no host", field="url")
+    _check_url(spec.payload.get("url"), "url")
     method = str(spec.payload.get("method", "POST")).upper()
     if method not in HTTP_METHODS:
         raise ValidationError(f"method must be one of {sorted(HTTP_METHODS)}", field="method")

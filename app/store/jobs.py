@@ -38,6 +38,9 @@ def _spec_params(spec: JobSpec) -> dict[str, Any]:
         "starting_deadline_seconds": (
             spec.starting_deadline.total_seconds() if spec.starting_deadline else None
         ),
+        "notify_url": spec.notify_url,
+        "notify_on_success": spec.notify_on_success,
+        "notify_on_failure": spec.notify_on_failure,
     }
 
 
@@ -155,3 +158,7 @@ async def plan_advance(conn: AsyncConn, cursors: Sequence[tuple[int, datetime | 
     if cursors:
         ids, next_run_ats = zip(*cursors, strict=True)
         await exec_(conn, "jobs_plan_advance", ids=list(ids), next_run_ats=list(next_run_ats))
+
+
+async def delete(conn: AsyncConn, job_id: int, *, owner_id: int | None) -> bool:
+    return await one(conn, "jobs_delete", id=job_id, owner_id=owner_id) is not None

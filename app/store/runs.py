@@ -171,9 +171,27 @@ async def insert_slots(
 
 
 async def list_for_job(
-    conn: AsyncConn, job_id: int, *, owner_id: int | None, limit: int
+    conn: AsyncConn,
+    job_id: int,
+    *,
+    owner_id: int | None,
+    limit: int,
+    state: RunState | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    before_id: int | None = None,
 ) -> list[dict[str, Any]]:
-    return await many(conn, "runs_list_for_job", job_id=job_id, owner_id=owner_id, limit=limit)
+    return await many(
+        conn,
+        "runs_list_for_job",
+        job_id=job_id,
+        owner_id=owner_id,
+        limit=limit,
+        state=state.value if state else None,
+        since=since,
+        until=until,
+        before_id=before_id,
+    )
 
 
 async def get(conn: AsyncConn, run_id: int, *, owner_id: int | None) -> dict[str, Any] | None:
@@ -209,3 +227,26 @@ async def skip_misfired(
 async def delete_queued_for_job(conn: AsyncConn, job_id: int) -> int:
     row = await one(conn, "runs_delete_queued_for_job", job_id=job_id)
     return int(row["deleted"]) if row else 0
+
+
+async def cancel(conn: AsyncConn, run_id: int, *, owner_id: int | None) -> dict[str, Any]:
+    """{state: before (None if not visible), was: the state changed from, if any}."""
+    row = await one(conn, "runs_cancel", id=run_id, owner_id=owner_id)
+    assert row is not None
+    return row
+
+
+async def dead_list(
+    conn: AsyncConn, *, owner_id: int | None, limit: int, before_id: int | None = None
+) -> list[dict[str, Any]]:
+    return await many(conn, "runs_dead_list", owner_id=owner_id, limit=limit, before_id=before_id)
+
+
+async def redrive(conn: AsyncConn, run_id: int, *, owner_id: int | None) -> dict[str, Any] | None:
+    return await one(conn, "runs_redrive", id=run_id, owner_id=owner_id)
+
+
+async def finished_since(
+    conn: AsyncConn, *, owner_id: int, since: datetime
+) -> list[dict[str, Any]]:
+    return await many(conn, "runs_finished_since", owner_id=owner_id, since=since)

@@ -60,6 +60,8 @@ users = sa.Table(
     # Fair share: the virtual finish time of this user's latest run (stride scheduling).
     sa.Column("vfinish", sa.Float, nullable=False, server_default="0"),
     sa.Column("created_at", TZ, nullable=False, server_default=NOW),
+    # Signs this user's webhook deliveries (HMAC-SHA256).
+    sa.Column("webhook_secret", sa.Text),
     sa.CheckConstraint("job_weight > 0", name="users_job_weight_positive"),
 )
 
@@ -98,6 +100,9 @@ jobs = sa.Table(
     # Overlap gate (forbid/replace): the run last admitted to execute.
     sa.Column("active_run_id", sa.BigInteger),
     sa.Column("active_run_due_at", TZ),
+    sa.Column("notify_url", sa.Text),
+    sa.Column("notify_on_success", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("notify_on_failure", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("idempotency_key", sa.Text),
     sa.Column("created_at", TZ, nullable=False, server_default=NOW),
     sa.Column("updated_at", TZ, nullable=False, server_default=NOW),
@@ -147,6 +152,7 @@ runs = sa.Table(
     sa.Index("runs_due_idx", "due_at", postgresql_where=sa.text("state = 'queued'")),
     sa.Index("runs_lease_idx", "lease_expires_at", postgresql_where=sa.text("state = 'running'")),
     sa.Index("runs_job_idx", "job_id", "slot_at"),
+    sa.Index("runs_dead_idx", "finished_at", postgresql_where=sa.text("dead")),
     postgresql_partition_by="RANGE (due_at)",
 )
 
@@ -203,4 +209,72 @@ workers = sa.Table(
     sa.Column("running", sa.Integer, nullable=False, server_default="0"),
     sa.Column("started_at", TZ, nullable=False, server_default=NOW),
     sa.Column("heartbeat_at", TZ, nullable=False, server_default=NOW),
+)
+
+
+def _user_fk() -> sa.ForeignKey:
+    return sa.ForeignKey("pgsched.users.id", ondelete="CASCADE")
+
+
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("user_id", sa.BigInteger, _user_fk(), nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("prefix", sa.Text, nullable=False),  # shown in lists; the key itself never is
+    sa.Column("key_hash", sa.Text, nullable=False, unique=True),
+    sa.Column("created_at", TZ, nullable=False, server_default=NOW),
+    sa.Column("last_used_at", TZ),
+    sa.Index("api_keys_user_idx", "user_id"),
+)
+
+refresh_tokens = sa.Table(
+    "refresh_tokens",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("user_id", sa.BigInteger, _user_fk(), nullable=False),
+    sa.Column("token_hash", sa.Text, nullable=False, unique=True),
+    sa.Column("expires_at", TZ, nullable=False),
+    sa.Column("created_at", TZ, nullable=False, server_default=NOW),
+)
+
+# Generated secrets every API replica must share (the token signing key when the
+# operator sets none).
+secrets = sa.Table(
+    "secrets",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("created_at", TZ, nullable=False, server_default=NOW),
+)
+
+# The outbox of webhook deliveries, written in the transaction that records a run's
+# final state, so no notification is lost between the two.
+notifications = sa.Table(
+    "notifications",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("owner_id", sa.BigInteger, nullable=False),
+    sa.Column("job_id", sa.BigInteger, nullable=False),
+    sa.Column("run_id", sa.BigInteger, nullable=False),
+    sa.Column("event", sa.Text, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("payload", pg.JSONB, nullable=False),
+    sa.Column("state", sa.Text, nullable=False, server_default="pending"),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("next_attempt_at", TZ, nullable=False, server_default=NOW),
+    sa.Column("last_status", sa.Integer),
+    sa.Column("last_error", sa.Text),
+    sa.Column("history", pg.JSONB, nullable=False, server_default=sa.text("'[]'::jsonb")),
+    sa.Column("created_at", TZ, nullable=False, server_default=NOW),
+    sa.Column("delivered_at", TZ),
+    sa.UniqueConstraint("run_id", "event", name="notifications_run_event_key"),
+    sa.CheckConstraint(
+        "state IN ('pending', 'delivered', 'failed')", name="notifications_state_valid"
+    ),
+    sa.Index(
+        "notifications_due_idx", "next_attempt_at", postgresql_where=sa.text("state = 'pending'")
+    ),
+    sa.Index("notifications_job_idx", "job_id", "id"),
 )

@@ -1,0 +1,1 @@
+"""The REST API: Litestar app, one controller per resource."""

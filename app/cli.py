@@ -43,6 +43,7 @@ from app.log import configure_logging
 from app.maintenance.elector import Elector
 from app.maintenance.partitions import PartitionKeeper
 from app.maintenance.reclaimer import Reclaimer
+from app.notifier import Notifier
 from app.planner import Planner
 from app.settings import Settings
 from app.store import jobs as jobs_store
@@ -118,6 +119,12 @@ def _worker_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def _api_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--port", type=click.IntRange(1, 65535), help="[PGSCHED_API_PORT]")(f)
+    f = click.option("--host", help="Address to listen on [PGSCHED_API_HOST].")(f)
+    return f
+
+
 def _apply_worker_options(
     settings: Settings, concurrency: int | None, imports: Sequence[str]
 ) -> Settings:
@@ -128,10 +135,20 @@ def _apply_worker_options(
 
 @main.command()
 @_worker_options
+@_api_options
 @click.pass_context
-def up(ctx: click.Context, concurrency: int | None, imports: tuple[str, ...]) -> None:
-    """Run everything in one process; embedded PostgreSQL unless a URL is given."""
-    settings = _apply_worker_options(_settings(ctx), concurrency, imports)
+def up(
+    ctx: click.Context,
+    concurrency: int | None,
+    imports: tuple[str, ...],
+    host: str | None,
+    port: int | None,
+) -> None:
+    """Run everything in one process (API, worker, planner, leader duties); embedded
+    PostgreSQL unless a URL is given."""
+    settings = _apply_worker_options(_settings(ctx), concurrency, imports).with_overrides(
+        api_host=host, api_port=port
+    )
     with _errors():
         url = settings.database_url
         if url is None:
@@ -139,7 +156,7 @@ def up(ctx: click.Context, concurrency: int | None, imports: tuple[str, ...]) ->
             log.info("embedded_postgres_started", data_dir=str(settings.data_dir))
         migrations.upgrade(url)
         log.info("migrated", revision=migrations.current_head())
-        asyncio.run(serve(settings, url))
+        asyncio.run(serve(settings, url, with_api=True))
 
 
 @main.command()
@@ -150,6 +167,42 @@ def worker(ctx: click.Context, concurrency: int | None, imports: tuple[str, ...]
     settings = _apply_worker_options(_settings(ctx), concurrency, imports)
     with _errors():
         asyncio.run(serve(settings, _url(settings)))
+
+
+@main.command()
+@_api_options
+@click.pass_context
+def api(ctx: click.Context, host: str | None, port: int | None) -> None:
+    """Serve the REST API (Litestar on uvicorn)."""
+    settings = _settings(ctx).with_overrides(api_host=host, api_port=port)
+    with _errors():
+        url = _url(settings)
+        asyncio.run(_serve_api(settings, url, asyncio.Event()))
+
+
+async def _serve_api(settings: Settings, url: str, stop: asyncio.Event) -> None:
+    """uvicorn in this event loop, until SIGTERM/SIGINT or `stop`."""
+    import uvicorn
+
+    from app.api.app import create_app
+
+    await (await connect(url, name="pgsched-probe")).close()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings, url),
+            host=settings.api_host,
+            port=settings.api_port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+        )
+    )
+    serving = asyncio.create_task(server.serve())
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait([serving, stopper], return_when=asyncio.FIRST_COMPLETED)
+    server.should_exit = True
+    await serving
+    stopper.cancel()
 
 
 @main.command()
@@ -169,8 +222,9 @@ def migrate(ctx: click.Context, revision: str, down_to: str | None) -> None:
     click.echo(f"migrated to {down_to or revision}")
 
 
-async def serve(settings: Settings, url: str) -> None:
-    """Wire one process: pool, executors, worker, planner, elector and leader duties."""
+async def serve(settings: Settings, url: str, *, with_api: bool = False) -> None:
+    """Wire one process: pool, executors, worker, planner, elector, leader duties,
+    notifier, and (for `up`) the API."""
     import_modules(settings.imports)
     clock = SystemClock()
     # Fail fast with one clear line if the database is not there at start; later the
@@ -196,16 +250,24 @@ async def serve(settings: Settings, url: str) -> None:
         reclaimer = Reclaimer(pool, settings, lambda: elector.is_leader)
         keeper = PartitionKeeper(pool, settings, lambda: elector.is_leader)
         elector.on_elected(reclaimer, keeper)
-        services = [elector, planner, reclaimer, keeper]
+        services = [elector, planner, reclaimer, keeper, Notifier(pool, settings, client)]
         await elector.run_once()
         # Plan (and apply misfire policies) before the first claim, so runs that went
         # stale while no worker ran are resolved by policy, not simply all executed.
         await planner.run_once()
         for service in services:
             service.start()
+        api_task = (
+            asyncio.create_task(_serve_api(settings, url, stop), name="api") if with_api else None
+        )
+        if api_task:
+            log.info("api_listening", host=settings.api_host, port=settings.api_port)
         try:
             await the_worker.run(stop)
         finally:
+            if api_task:
+                stop.set()
+                await api_task
             for service in reversed(services):
                 await service.stop()
             await pool.close()

@@ -144,7 +144,9 @@ class JobIn(msgspec.Struct, forbid_unknown_fields=True):
     misfire: Literal["run_once", "run_all", "skip"] = "run_once"
     starting_deadline_seconds: Seconds | None = None
     notify_url: Annotated[str, Meta(max_length=2048)] | None = None
-    notify_on: list[Literal["success", "failure"]] = ["success", "failure"]
+    notify_on: list[Literal["success", "failure"]] = msgspec.field(
+        default_factory=lambda: ["success", "failure"]
+    )
 
 
 class JobPatch(msgspec.Struct, forbid_unknown_fields=True):

@@ -1,0 +1,216 @@
+"""Accounts: sign-up, login and refresh, the caller's profile, API keys, and admin."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Any
+
+from litestar import Controller, Request, delete, get, patch, post
+from litestar.di import Provide
+from litestar.params import Parameter
+from psycopg_pool import AsyncConnectionPool
+
+from app.api.auth import Auth, User, current_user
+from app.api.schemas import (
+    AdminUserPatch,
+    ApiKeyCreated,
+    ApiKeyIn,
+    ApiKeyOut,
+    Envelope,
+    LoginIn,
+    LoginOut,
+    MeOut,
+    RefreshIn,
+    TokenOut,
+    UserIn,
+    UserOut,
+    out,
+)
+from app.api.text import reject_nul
+from app.errors import ConflictError, ForbiddenError, NotFoundError, UnauthorizedError
+from app.settings import Settings
+from app.store import api_keys, refresh_tokens, users
+from app.store.db import AsyncConn
+
+Id = Annotated[int, Parameter(ge=1, le=2**63 - 1)]
+AUTH = {"user": Provide(current_user)}
+
+
+def _pool(request: Request[Any, Any, Any]) -> AsyncConnectionPool[AsyncConn]:
+    pool: AsyncConnectionPool[AsyncConn] = request.app.state.pool
+    return pool
+
+
+async def _tokens(request: Request[Any, Any, Any], conn: AsyncConn, user_id: int) -> TokenOut:
+    auth: Auth = request.app.state.auth
+    settings: Settings = request.app.state.settings
+    token, expire = auth.issue_access(user_id)
+    refresh, refresh_hash = auth.new_refresh_token()
+    await refresh_tokens.insert(
+        conn, user_id=user_id, token_hash=refresh_hash, ttl=settings.refresh_token_ttl
+    )
+    return TokenOut(expire=expire, token=token, refresh_token=refresh)
+
+
+class UsersController(Controller):
+    path = "/api/v1/users"
+    tags = ["accounts"]
+
+    @post("/", status_code=201, summary="Sign up")
+    async def create(self, request: Request[Any, Any, Any], data: UserIn) -> Envelope[UserOut]:
+        settings: Settings = request.app.state.settings
+        if not settings.signup_enabled:
+            raise ForbiddenError("sign-up is disabled on this server")
+        reject_nul(username=data.username, password=data.password)
+        auth: Auth = request.app.state.auth
+        async with _pool(request).connection() as conn:
+            row = await users.insert(
+                conn,
+                username=data.username,
+                password_hash=auth.hash_password(data.password),
+                job_weight=data.job_weight,
+                webhook_secret=secrets.token_urlsafe(32),
+            )
+        if row is None:
+            raise ConflictError(f"username {data.username!r} is taken", field="username")
+        return Envelope(out(UserOut, row))
+
+
+class AuthController(Controller):
+    path = "/api/v1/auth"
+    tags = ["accounts"]
+
+    @post("/login", status_code=200, summary="Log in: an access token and a refresh token")
+    async def login(self, request: Request[Any, Any, Any], data: LoginIn) -> Envelope[LoginOut]:
+        auth: Auth = request.app.state.auth
+        async with _pool(request).connection() as conn:
+            row = await users.get_for_login(conn, data.username)
+            if not auth.check_password(row["password_hash"] if row else None, data.password):
+                raise UnauthorizedError("wrong username or password")
+            assert row is not None
+            tokens = await _tokens(request, conn, row["id"])
+        return Envelope(
+            LoginOut(
+                expire=tokens.expire,
+                token=tokens.token,
+                refresh_token=tokens.refresh_token,
+                user=out(UserOut, row),
+            )
+        )
+
+    @post("/refresh", status_code=200, summary="A new access token")
+    async def refresh(
+        self, request: Request[Any, Any, Any], data: RefreshIn | None = None
+    ) -> Envelope[TokenOut]:
+        """With a refresh token in the body (rotated: each works once), or, as the seed
+        API does, with a still-valid access token as the bearer."""
+        async with _pool(request).connection() as conn:
+            if data is not None and data.refresh_token:
+                from app.api.auth import digest
+
+                user_id = await refresh_tokens.consume(conn, digest(data.refresh_token))
+                if user_id is None:
+                    raise UnauthorizedError("invalid or expired refresh token")
+            else:
+                user_id = (await current_user(request)).id
+            if await users.get(conn, user_id) is None:
+                raise UnauthorizedError("the account no longer exists")
+            return Envelope(await _tokens(request, conn, user_id))
+
+
+class MeController(Controller):
+    path = "/api/v1/me"
+    tags = ["accounts"]
+    dependencies = AUTH
+
+    @get("/", summary="The caller's account (with its webhook signing secret)")
+    async def me(self, user: User) -> Envelope[MeOut]:
+        return Envelope(
+            MeOut(
+                id=user.id,
+                username=user.username,
+                job_weight=user.job_weight,
+                is_admin=user.is_admin,
+                shell_allowed=user.shell_allowed,
+                webhook_secret=user.webhook_secret,
+            )
+        )
+
+    @delete("/", status_code=200, summary="Delete the caller's account and its jobs")
+    async def remove(self, request: Request[Any, Any, Any], user: User) -> Envelope[UserOut]:
+        async with _pool(request).connection() as conn:
+            await users.delete(conn, user.id)
+        return Envelope(UserOut(id=user.id, username=user.username, job_weight=user.job_weight))
+
+    @get("/api-keys", summary="The caller's API keys (never the keys themselves)")
+    async def list_keys(
+        self, request: Request[Any, Any, Any], user: User
+    ) -> Envelope[list[ApiKeyOut]]:
+        async with _pool(request).connection() as conn:
+            rows = await api_keys.list_(conn, user.id)
+        return Envelope([out(ApiKeyOut, r) for r in rows])
+
+    @post("/api-keys", status_code=201, summary="A new API key, shown this once")
+    async def create_key(
+        self, request: Request[Any, Any, Any], user: User, data: ApiKeyIn
+    ) -> Envelope[ApiKeyCreated]:
+        reject_nul(name=data.name)
+        key, prefix, key_hash = Auth.new_api_key()
+        async with _pool(request).connection() as conn:
+            row = await api_keys.insert(
+                conn, user_id=user.id, name=data.name, prefix=prefix, key_hash=key_hash
+            )
+        return Envelope(ApiKeyCreated(**{**_key_fields(row), "key": key}))
+
+    @delete("/api-keys/{key_id:int}", status_code=200, summary="Revoke an API key")
+    async def delete_key(
+        self, request: Request[Any, Any, Any], user: User, key_id: Id
+    ) -> Envelope[int]:
+        async with _pool(request).connection() as conn:
+            if not await api_keys.delete(conn, key_id, user_id=user.id):
+                raise NotFoundError(f"API key {key_id} not found")
+        return Envelope(key_id)
+
+
+def _key_fields(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in ("id", "name", "prefix", "created_at")}
+
+
+class AdminController(Controller):
+    path = "/api/v1/admin/users"
+    tags = ["admin"]
+    dependencies = AUTH
+
+    @get("/", summary="Every user (admins only)")
+    async def list_users(
+        self,
+        request: Request[Any, Any, Any],
+        user: User,
+        limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
+    ) -> Envelope[list[UserOut]]:
+        _require_admin(user)
+        async with _pool(request).connection() as conn:
+            rows = await users.list_(conn, limit=limit)
+        return Envelope([out(UserOut, r) for r in rows])
+
+    @patch("/{user_id:int}", summary="Set a user's weight or rights (admins only)")
+    async def update_user(
+        self, request: Request[Any, Any, Any], user: User, user_id: Id, data: AdminUserPatch
+    ) -> Envelope[UserOut]:
+        _require_admin(user)
+        async with _pool(request).connection() as conn:
+            row = await users.update(
+                conn,
+                user_id,
+                job_weight=data.job_weight,
+                is_admin=data.is_admin,
+                shell_allowed=data.shell_allowed,
+            )
+        if row is None:
+            raise NotFoundError(f"user {user_id} not found")
+        return Envelope(out(UserOut, row))
+
+
+def _require_admin(user: User) -> None:
+    if not user.is_admin:
+        raise ForbiddenError("admins only")

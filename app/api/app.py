@@ -1,0 +1,177 @@
+"""create_app: the Litestar application, its lifespan, and the one place errors become
+HTTP responses (`{"success": false, "error": {code, message, details}}`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import structlog
+from litestar import Litestar, Request, Response, get
+from litestar.config.cors import CORSConfig
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+
+from app import __version__
+from app.api.accounts import AdminController, AuthController, MeController, UsersController
+from app.api.auth import Auth
+from app.api.events import EventHub, EventsController
+from app.api.jobs import DeadLettersController, JobsController, RunsController
+from app.api.schemas import Envelope, ErrorDetail, ErrorEnvelope, Health
+from app.errors import (
+    AppError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PayloadTooLargeError,
+    UnauthorizedError,
+    UnavailableError,
+    ValidationError,
+)
+from app.settings import Settings
+from app.store import migrate
+from app.store.db import create_pool, translate
+
+log = structlog.get_logger("pgsched.api")
+
+STATUS = {
+    ValidationError: 400,
+    UnauthorizedError: 401,
+    ForbiddenError: 403,
+    NotFoundError: 404,
+    ConflictError: 409,
+    PayloadTooLargeError: 413,
+    UnavailableError: 503,
+}
+
+
+def _error(status: int, code: str, message: str, details: Any = None) -> Response[ErrorEnvelope]:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return Response(
+        ErrorEnvelope(ErrorDetail(code=code, message=message, details=details)),
+        status_code=status,
+        headers=headers,
+    )
+
+
+def app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[ErrorEnvelope]:
+    status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 500)
+    details = {"field": exc.field} if exc.field else None
+    return _error(status, exc.code, exc.message, details)
+
+
+def database_error(request: Request[Any, Any, Any], exc: psycopg.Error) -> Response[ErrorEnvelope]:
+    translated = translate(exc)
+    if type(translated) is AppError or translated.code == "store_error":
+        log.error("database_error", path=request.url.path, error=str(exc).splitlines()[0])
+    return app_error(request, translated)
+
+
+def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[ErrorEnvelope]:
+    if isinstance(exc, ValidationException):
+        return _error(400, "invalid", _validation_message(exc), exc.extra)
+    code = {
+        401: "unauthorized",
+        404: "not_found",
+        405: "method_not_allowed",
+        413: "payload_too_large",
+    }.get(exc.status_code, "http_error")
+    return _error(exc.status_code, code, exc.detail)
+
+
+def _validation_message(exc: ValidationException) -> str:
+    """Name the offending field(s): Litestar puts them in `extra`."""
+    extra = exc.extra if isinstance(exc.extra, list) else []
+    parts = [f"{e.get('key', '?')}: {e.get('message', '')}" for e in extra if isinstance(e, dict)]
+    return "; ".join(parts) or exc.detail
+
+
+def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[ErrorEnvelope]:
+    log.exception("request_failed", path=request.url.path)
+    return _error(HTTP_500_INTERNAL_SERVER_ERROR, "internal", "internal server error")
+
+
+@get("/healthz", tags=["operations"], summary="The process is up")
+async def healthz() -> Health:
+    return Health(status="ok")
+
+
+@get("/readyz", tags=["operations"], summary="The database is reachable and migrated")
+async def readyz(request: Request[Any, Any, Any]) -> Response[Health]:
+    try:
+        async with request.app.state.pool.connection(timeout=2) as conn:
+            cur = await conn.execute("SELECT version_num FROM pgsched.alembic_version")
+            row = await cur.fetchone()
+    except Exception as exc:  # any failure here means "not ready", never a 500
+        return Response(Health(status="unavailable", detail=type(exc).__name__), status_code=503)
+    head = migrate.current_head()
+    if row is None or row["version_num"] != head:
+        return Response(Health(status="migrations pending", detail=f"want {head}"), status_code=503)
+    return Response(Health(status="ready"))
+
+
+def create_app(settings: Settings, url: str) -> Litestar:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        pool = create_pool(url, max_size=settings.pool_max, name="pgsched-api")
+        await pool.open(wait=True, timeout=10)
+        async with pool.connection() as conn:
+            app.state.auth = await Auth.load(settings, conn)
+        app.state.pool = pool
+        app.state.settings = settings
+        hub = EventHub(url)
+        app.state.events = hub
+        hub_task = asyncio.create_task(hub.run(), name="event-hub")
+        try:
+            yield
+        finally:
+            hub_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await hub_task
+            await pool.close()
+
+    return Litestar(
+        route_handlers=[
+            healthz,
+            readyz,
+            UsersController,
+            AuthController,
+            MeController,
+            AdminController,
+            JobsController,
+            RunsController,
+            DeadLettersController,
+            EventsController,
+        ],
+        lifespan=[lifespan],
+        exception_handlers={
+            AppError: app_error,
+            psycopg.Error: database_error,
+            HTTPException: http_error,
+            Exception: internal_error,
+        },
+        request_max_body_size=settings.max_body_bytes,
+        cors_config=CORSConfig(allow_origins=list(settings.cors_origins))
+        if settings.cors_origins
+        else None,
+        openapi_config=OpenAPIConfig(
+            title="pgsched",
+            version=__version__,
+            description="A distributed job scheduler whose only infrastructure is PostgreSQL.",
+            components=Components(
+                security_schemes={
+                    "bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="JWT")
+                }
+            ),
+            security=[{"bearer": []}],
+        ),
+        debug=False,
+    )
+
+
+__all__ = ["Envelope", "create_app"]

@@ -1,0 +1,400 @@
+"""Jobs, their runs, logs, notifications, and dead letters: everything under /me is the
+caller's own; another user's job or run is a 404, exactly like a missing one."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from litestar import Controller, Request, Response, delete, get, patch, post
+from litestar.di import Provide
+from litestar.params import Parameter
+
+from app.api.accounts import AUTH, Id, _pool
+from app.api.auth import User
+from app.api.schemas import (
+    Envelope,
+    JobIn,
+    JobOut,
+    JobPatch,
+    LogOut,
+    NotificationOut,
+    RunOut,
+    out,
+)
+from app.api.text import reject_nul
+from app.domain.job import JobSpec, executor_of
+from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy, RunState
+from app.domain.retry import RetryPolicy
+from app.domain.schedule import Schedule
+from app.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from app.jobs import (
+    cancel_job,
+    create_job,
+    edit_job,
+    pause_job,
+    resume_job,
+    spec_of,
+    trigger_job,
+)
+from app.settings import Settings
+from app.store import jobs, notifications, run_logs, runs
+from app.worker.executors.python import REGISTRY
+
+Limit = Annotated[int, Parameter(ge=1, le=1000)]
+BeforeId = Annotated[int | None, Parameter(ge=1, le=2**63 - 1)]
+IdempotencyKey = Annotated[
+    str | None, Parameter(header="Idempotency-Key", max_length=200, required=False)
+]
+
+
+def status_of(row: dict[str, Any]) -> str:
+    """The seed API's one-word status: created, scheduled, running, retrying,
+    succeeded, failed, paused or cancelled."""
+    state, last = row["state"], row.get("last_run_state")
+    if last == RunState.RUNNING:
+        return "running"
+    if state == JobState.COMPLETED:
+        return "succeeded"
+    if state == JobState.DEAD:
+        return "failed"
+    if state in (JobState.CANCELLED, JobState.PAUSED):
+        return str(state)
+    if last in (RunState.FAILED, RunState.TIMED_OUT, RunState.LOST):
+        return "retrying"
+    return "created" if row["schedule_kind"] == "once" else "scheduled"
+
+
+def job_out(row: dict[str, Any]) -> JobOut:
+    return out(JobOut, {**row, "user_id": row["owner_id"], "status": status_of(row)})
+
+
+def _schedule(
+    *,
+    execute_at: datetime | None,
+    cron: str | None,
+    interval_seconds: float | None,
+    timezone: str,
+) -> Schedule | None:
+    if sum(x is not None for x in (execute_at, cron, interval_seconds)) > 1:
+        raise ValidationError("give one of execute_at, cron, interval_seconds", field="schedule")
+    if cron is not None:
+        return Schedule.cron_expr(cron, timezone)
+    if interval_seconds is not None:
+        return Schedule.every(timedelta(seconds=interval_seconds), datetime.now(UTC), timezone)
+    if execute_at is not None:
+        return Schedule.once(execute_at, timezone)
+    return None
+
+
+def spec_from(body: JobIn, user: User, settings: Settings, key: str | None) -> JobSpec:
+    reject_nul(
+        message=body.message,
+        name=body.name,
+        task=body.task,
+        shell=body.shell,
+        cron=body.cron,
+        timezone=body.timezone,
+        args=body.args,
+        http=dataclasses.asdict(body.http) if body.http else None,
+        notify_url=body.notify_url,
+        idempotency_key=key,
+    )
+    schedule = _schedule(
+        execute_at=body.execute_at,
+        cron=body.cron,
+        interval_seconds=body.interval_seconds,
+        timezone=body.timezone,
+    ) or Schedule.once(datetime.now(UTC), body.timezone)
+    executor, task, payload = executor_of(
+        http=dataclasses.asdict(body.http) if body.http else None,
+        shell=body.shell,
+        task=body.task,
+        args=body.args,
+    )
+    if executor is ExecutorKind.SHELL and not (settings.shell_enabled and user.shell_allowed):
+        raise ForbiddenError(
+            "shell jobs need the operator to enable them and an admin to allow you"
+        )
+    if task is not None:
+        REGISTRY.require(task)
+    return JobSpec(
+        schedule=schedule,
+        executor=executor,
+        task=task,
+        payload=payload,
+        message=body.message,
+        name=body.name,
+        retry=RetryPolicy(
+            body.max_attempts or settings.max_attempts,
+            timedelta(seconds=body.backoff_base_seconds)
+            if body.backoff_base_seconds
+            else settings.backoff_base,
+            timedelta(seconds=body.backoff_max_seconds)
+            if body.backoff_max_seconds
+            else settings.backoff_max,
+        ),
+        timeout=timedelta(seconds=body.timeout_seconds),
+        priority=body.priority,
+        overlap=OverlapPolicy(body.overlap),
+        misfire=MisfirePolicy(body.misfire),
+        starting_deadline=(
+            timedelta(seconds=body.starting_deadline_seconds)
+            if body.starting_deadline_seconds
+            else None
+        ),
+        idempotency_key=key,
+        notify_url=body.notify_url,
+        notify_on_success="success" in body.notify_on,
+        notify_on_failure="failure" in body.notify_on,
+    )
+
+
+def _patched(spec: JobSpec, body: JobPatch) -> JobSpec:
+    reject_nul(
+        message=body.message,
+        name=body.name,
+        cron=body.cron,
+        timezone=body.timezone,
+        notify_url=body.notify_url,
+    )
+    schedule = _schedule(
+        execute_at=body.execute_at,
+        cron=body.cron,
+        interval_seconds=body.interval_seconds,
+        timezone=body.timezone or spec.schedule.timezone,
+    )
+    changes: dict[str, Any] = {"schedule": schedule or spec.schedule}
+    for name in ("message", "name", "priority", "notify_url"):
+        if getattr(body, name) is not None:
+            changes[name] = getattr(body, name)
+    if body.timeout_seconds is not None:
+        changes["timeout"] = timedelta(seconds=body.timeout_seconds)
+    if body.max_attempts is not None:
+        changes["retry"] = dataclasses.replace(spec.retry, max_attempts=body.max_attempts)
+    if body.overlap is not None:
+        changes["overlap"] = OverlapPolicy(body.overlap)
+    if body.misfire is not None:
+        changes["misfire"] = MisfirePolicy(body.misfire)
+    if body.starting_deadline_seconds is not None:
+        changes["starting_deadline"] = timedelta(seconds=body.starting_deadline_seconds)
+    return dataclasses.replace(spec, **changes)
+
+
+async def _job(request: Request[Any, Any, Any], job_id: int, user: User) -> dict[str, Any]:
+    async with _pool(request).connection() as conn:
+        row = await jobs.get(conn, job_id, owner_id=user.id)
+    if row is None:
+        raise NotFoundError(f"job {job_id} not found")
+    return row
+
+
+class JobsController(Controller):
+    path = "/api/v1/me/jobs"
+    tags = ["jobs"]
+    dependencies = AUTH
+
+    @get("/", summary="The caller's jobs, newest first")
+    async def list_jobs(
+        self,
+        request: Request[Any, Any, Any],
+        user: User,
+        limit: Limit = 50,
+        before_id: BeforeId = None,
+        state_filter: Annotated[JobState | None, Parameter(query="state")] = None,
+    ) -> Envelope[list[JobOut]]:
+        async with _pool(request).connection() as conn:
+            rows = await jobs.list_(
+                conn, owner_id=user.id, limit=limit, before_id=before_id, state=state_filter
+            )
+        return Envelope([job_out(r) for r in rows])
+
+    @post("/", summary="Create a job (Idempotency-Key: the same key returns the same job)")
+    async def create(
+        self,
+        request: Request[Any, Any, Any],
+        user: User,
+        data: JobIn,
+        idempotency_key: IdempotencyKey = None,
+    ) -> Response[Envelope[JobOut]]:
+        settings: Settings = request.app.state.settings
+        spec = spec_from(data, user, settings, idempotency_key)
+        async with _pool(request).connection() as conn:
+            created = await create_job(conn, user.id, spec, settings)
+            row = await jobs.get(conn, created.job["id"], owner_id=user.id)
+        assert row is not None
+        return Response(Envelope(job_out(row)), status_code=201 if created.created else 200)
+
+    @get("/{job_id:int}", summary="One job")
+    async def get_job(
+        self, request: Request[Any, Any, Any], user: User, job_id: Id
+    ) -> Envelope[JobOut]:
+        return Envelope(job_out(await _job(request, job_id, user)))
+
+    @patch("/{job_id:int}", summary="Edit a job; a new schedule is planned from now")
+    async def edit(
+        self, request: Request[Any, Any, Any], user: User, job_id: Id, data: JobPatch
+    ) -> Envelope[JobOut]:
+        settings: Settings = request.app.state.settings
+        spec = _patched(spec_of(await _job(request, job_id, user)), data)
+        async with _pool(request).connection() as conn:
+            await edit_job(conn, job_id, spec, settings, owner_id=user.id)
+        return Envelope(job_out(await _job(request, job_id, user)))
+
+    @delete("/{job_id:int}", status_code=200, summary="Delete a job (its runs are cancelled)")
+    async def remove(
+        self, request: Request[Any, Any, Any], user: User, job_id: Id
+    ) -> Envelope[JobOut]:
+        row = await _job(request, job_id, user)
+        async with _pool(request).connection() as conn:
+            if row["state"] in (JobState.ACTIVE, JobState.PAUSED):
+                await cancel_job(conn, job_id, owner_id=user.id)
+            await jobs.delete(conn, job_id, owner_id=user.id)
+        return Envelope(job_out({**row, "state": JobState.CANCELLED}))
+
+    @post("/{job_id:int}/cancel", status_code=200, summary="Cancel a job and its runs")
+    async def cancel(
+        self, request: Request[Any, Any, Any], user: User, job_id: Id
+    ) -> Envelope[JobOut]:
+        async with _pool(request).connection() as conn:
+            await cancel_job(conn, job_id, owner_id=user.id)
+        return Envelope(job_out(await _job(request, job_id, user)))
+
+    @post("/{job_id:int}/pause", status_code=200, summary="Pause a job")
+    async def pause(
+        self, request: Request[Any, Any, Any], user: User, job_id: Id
+    ) -> Envelope[JobOut]:
+        async with _pool(request).connection() as conn:
+            await pause_job(conn, job_id, owner_id=user.id)
+        return Envelope(job_out(await _job(request, job_id, user)))
+
+    @post("/{job_id:int}/resume", status_code=200, summary="Resume a paused job")
+    async def resume(
+        self, request: Request[Any, Any, Any], user: User, job_id: Id
+    ) -> Envelope[JobOut]:
+        async with _pool(request).connection() as conn:
+            await resume_job(conn, job_id, request.app.state.settings, owner_id=user.id)
+        return Envelope(job_out(await _job(request, job_id, user)))
+
+    @post("/{job_id:int}/trigger", status_code=201, summary="Run a job now")
+    async def trigger(
+        self, request: Request[Any, Any, Any], user: User, job_id: Id
+    ) -> Envelope[RunOut]:
+        async with _pool(request).connection() as conn:
+            run = await trigger_job(conn, job_id, owner_id=user.id)
+            row = await runs.get(conn, run["id"], owner_id=user.id)
+        assert row is not None
+        return Envelope(out(RunOut, row))
+
+    @get("/{job_id:int}/runs", summary="A job's runs (history), newest first")
+    async def list_runs(
+        self,
+        request: Request[Any, Any, Any],
+        user: User,
+        job_id: Id,
+        limit: Limit = 50,
+        before_id: BeforeId = None,
+        state_filter: Annotated[RunState | None, Parameter(query="state")] = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> Envelope[list[RunOut]]:
+        await _job(request, job_id, user)
+        for name, when in (("since", since), ("until", until)):
+            if when is not None and when.tzinfo is None:
+                raise ValidationError(f"{name} needs a UTC offset", field=name)
+        async with _pool(request).connection() as conn:
+            rows = await runs.list_for_job(
+                conn,
+                job_id,
+                owner_id=user.id,
+                limit=limit,
+                state=state_filter,
+                since=since,
+                until=until,
+                before_id=before_id,
+            )
+        return Envelope([out(RunOut, r) for r in rows])
+
+    @get("/{job_id:int}/notifications", summary="A job's webhook deliveries and attempts")
+    async def list_notifications(
+        self, request: Request[Any, Any, Any], user: User, job_id: Id, limit: Limit = 50
+    ) -> Envelope[list[NotificationOut]]:
+        await _job(request, job_id, user)
+        async with _pool(request).connection() as conn:
+            rows = await notifications.list_for_job(conn, job_id, owner_id=user.id, limit=limit)
+        return Envelope([out(NotificationOut, r) for r in rows])
+
+
+async def _run(request: Request[Any, Any, Any], run_id: int, user: User) -> dict[str, Any]:
+    async with _pool(request).connection() as conn:
+        row = await runs.get(conn, run_id, owner_id=user.id)
+    if row is None:
+        raise NotFoundError(f"run {run_id} not found")
+    return row
+
+
+class RunsController(Controller):
+    path = "/api/v1/me/runs"
+    tags = ["runs"]
+    dependencies = AUTH
+
+    @get("/{run_id:int}", summary="One run")
+    async def get_run(
+        self, request: Request[Any, Any, Any], user: User, run_id: Id
+    ) -> Envelope[RunOut]:
+        return Envelope(out(RunOut, await _run(request, run_id, user)))
+
+    @get("/{run_id:int}/logs", summary="What a run printed or logged")
+    async def logs(
+        self, request: Request[Any, Any, Any], user: User, run_id: Id
+    ) -> Envelope[list[LogOut]]:
+        await _run(request, run_id, user)
+        async with _pool(request).connection() as conn:
+            rows = await run_logs.list_for_run(conn, run_id, owner_id=user.id)
+        return Envelope([out(LogOut, r) for r in rows])
+
+    @post("/{run_id:int}/cancel", status_code=200, summary="Cancel a queued or running run")
+    async def cancel(
+        self, request: Request[Any, Any, Any], user: User, run_id: Id
+    ) -> Envelope[RunOut]:
+        async with _pool(request).connection() as conn:
+            result = await runs.cancel(conn, run_id, owner_id=user.id)
+        if result["state"] is None:
+            raise NotFoundError(f"run {run_id} not found")
+        if result["was"] is None:
+            raise ConflictError(f"run {run_id} is already {result['state']}")
+        return Envelope(out(RunOut, await _run(request, run_id, user)))
+
+
+class DeadLettersController(Controller):
+    path = "/api/v1/me/dead"
+    tags = ["runs"]
+    dependencies = AUTH
+
+    @get("/", summary="Dead letters: runs whose slot exhausted its retries")
+    async def list_dead(
+        self,
+        request: Request[Any, Any, Any],
+        user: User,
+        limit: Limit = 50,
+        before_id: BeforeId = None,
+    ) -> Envelope[list[RunOut]]:
+        async with _pool(request).connection() as conn:
+            rows = await runs.dead_list(conn, owner_id=user.id, limit=limit, before_id=before_id)
+        return Envelope([out(RunOut, r) for r in rows])
+
+    @post("/{run_id:int}/redrive", status_code=201, summary="One more attempt, due now")
+    async def redrive(
+        self, request: Request[Any, Any, Any], user: User, run_id: Id
+    ) -> Envelope[RunOut]:
+        async with _pool(request).connection() as conn:
+            row = await runs.redrive(conn, run_id, owner_id=user.id)
+            if row is None:
+                raise NotFoundError(f"dead letter {run_id} not found")
+            new = await runs.get(conn, row["id"], owner_id=user.id)
+        assert new is not None
+        return Envelope(out(RunOut, new))
+
+
+__all__ = ["DeadLettersController", "JobsController", "Provide", "RunsController"]

@@ -12,6 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.api.auth import Auth, User, current_user
 from app.api.schemas import (
+    ERRORS,
     AdminUserPatch,
     ApiKeyCreated,
     ApiKeyIn,
@@ -56,7 +57,7 @@ class UsersController(Controller):
     path = "/api/v1/users"
     tags = ["accounts"]
 
-    @post("/", status_code=201, summary="Sign up")
+    @post("/", responses=ERRORS, status_code=201, summary="Sign up")
     async def create(self, request: Request[Any, Any, Any], data: UserIn) -> Envelope[UserOut]:
         settings: Settings = request.app.state.settings
         if not settings.signup_enabled:
@@ -80,7 +81,12 @@ class AuthController(Controller):
     path = "/api/v1/auth"
     tags = ["accounts"]
 
-    @post("/login", status_code=200, summary="Log in: an access token and a refresh token")
+    @post(
+        "/login",
+        responses=ERRORS,
+        status_code=200,
+        summary="Log in: an access token and a refresh token",
+    )
     async def login(self, request: Request[Any, Any, Any], data: LoginIn) -> Envelope[LoginOut]:
         auth: Auth = request.app.state.auth
         async with _pool(request).connection() as conn:
@@ -98,7 +104,7 @@ class AuthController(Controller):
             )
         )
 
-    @post("/refresh", status_code=200, summary="A new access token")
+    @post("/refresh", responses=ERRORS, status_code=200, summary="A new access token")
     async def refresh(
         self, request: Request[Any, Any, Any], data: RefreshIn | None = None
     ) -> Envelope[TokenOut]:
@@ -123,7 +129,7 @@ class MeController(Controller):
     tags = ["accounts"]
     dependencies = AUTH
 
-    @get("/", summary="The caller's account (with its webhook signing secret)")
+    @get("/", responses=ERRORS, summary="The caller's account (with its webhook signing secret)")
     async def me(self, user: User) -> Envelope[MeOut]:
         return Envelope(
             MeOut(
@@ -136,13 +142,15 @@ class MeController(Controller):
             )
         )
 
-    @delete("/", status_code=200, summary="Delete the caller's account and its jobs")
+    @delete(
+        "/", responses=ERRORS, status_code=200, summary="Delete the caller's account and its jobs"
+    )
     async def remove(self, request: Request[Any, Any, Any], user: User) -> Envelope[UserOut]:
         async with _pool(request).connection() as conn:
             await users.delete(conn, user.id)
         return Envelope(UserOut(id=user.id, username=user.username, job_weight=user.job_weight))
 
-    @get("/api-keys", summary="The caller's API keys (never the keys themselves)")
+    @get("/api-keys", responses=ERRORS, summary="The caller's API keys (never the keys themselves)")
     async def list_keys(
         self, request: Request[Any, Any, Any], user: User
     ) -> Envelope[list[ApiKeyOut]]:
@@ -150,7 +158,7 @@ class MeController(Controller):
             rows = await api_keys.list_(conn, user.id)
         return Envelope([out(ApiKeyOut, r) for r in rows])
 
-    @post("/api-keys", status_code=201, summary="A new API key, shown this once")
+    @post("/api-keys", responses=ERRORS, status_code=201, summary="A new API key, shown this once")
     async def create_key(
         self, request: Request[Any, Any, Any], user: User, data: ApiKeyIn
     ) -> Envelope[ApiKeyCreated]:
@@ -162,7 +170,9 @@ class MeController(Controller):
             )
         return Envelope(ApiKeyCreated(**{**_key_fields(row), "key": key}))
 
-    @delete("/api-keys/{key_id:int}", status_code=200, summary="Revoke an API key")
+    @delete(
+        "/api-keys/{key_id:int}", responses=ERRORS, status_code=200, summary="Revoke an API key"
+    )
     async def delete_key(
         self, request: Request[Any, Any, Any], user: User, key_id: Id
     ) -> Envelope[int]:
@@ -181,7 +191,7 @@ class AdminController(Controller):
     tags = ["admin"]
     dependencies = AUTH
 
-    @get("/", summary="Every user (admins only)")
+    @get("/", responses=ERRORS, summary="Every user (admins only)")
     async def list_users(
         self,
         request: Request[Any, Any, Any],
@@ -193,7 +203,9 @@ class AdminController(Controller):
             rows = await users.list_(conn, limit=limit)
         return Envelope([out(UserOut, r) for r in rows])
 
-    @patch("/{user_id:int}", summary="Set a user's weight or rights (admins only)")
+    @patch(
+        "/{user_id:int}", responses=ERRORS, summary="Set a user's weight or rights (admins only)"
+    )
     async def update_user(
         self, request: Request[Any, Any, Any], user: User, user_id: Id, data: AdminUserPatch
     ) -> Envelope[UserOut]:

@@ -22,7 +22,7 @@ from app.api.accounts import AdminController, AuthController, MeController, User
 from app.api.auth import Auth
 from app.api.events import EventHub, EventsController
 from app.api.jobs import DeadLettersController, JobsController, RunsController
-from app.api.schemas import Envelope, ErrorDetail, ErrorEnvelope, Health
+from app.api.schemas import ERRORS, Envelope, ErrorDetail, ErrorEnvelope, Health
 from app.errors import (
     AppError,
     ConflictError,
@@ -36,6 +36,7 @@ from app.errors import (
 from app.settings import Settings
 from app.store import migrate
 from app.store.db import create_pool, translate
+from app.worker.executors.python import import_modules
 
 log = structlog.get_logger("pgsched.api")
 
@@ -96,12 +97,17 @@ def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[
     return _error(HTTP_500_INTERNAL_SERVER_ERROR, "internal", "internal server error")
 
 
-@get("/healthz", tags=["operations"], summary="The process is up")
+@get("/healthz", responses=ERRORS, tags=["operations"], summary="The process is up")
 async def healthz() -> Health:
     return Health(status="ok")
 
 
-@get("/readyz", tags=["operations"], summary="The database is reachable and migrated")
+@get(
+    "/readyz",
+    responses=ERRORS,
+    tags=["operations"],
+    summary="The database is reachable and migrated",
+)
 async def readyz(request: Request[Any, Any, Any]) -> Response[Health]:
     try:
         async with request.app.state.pool.connection(timeout=2) as conn:
@@ -116,6 +122,9 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[Health]:
 
 
 def create_app(settings: Settings, url: str) -> Litestar:
+    # Jobs naming a python task are checked against the tasks this process knows.
+    import_modules(settings.imports)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         pool = create_pool(url, max_size=settings.pool_max, name="pgsched-api")

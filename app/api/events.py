@@ -23,6 +23,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from app.api.accounts import AUTH, _pool
 from app.api.auth import User
+from app.api.schemas import ERRORS
 from app.store import runs
 from app.store.db import AsyncConn, connect
 
@@ -81,7 +82,11 @@ class EventsController(Controller):
     tags = ["runs"]
     dependencies = AUTH
 
-    @get("/", summary="A live stream of the caller's finished runs (Server-Sent Events)")
+    @get(
+        "/",
+        responses=ERRORS,
+        summary="A live stream of the caller's finished runs (Server-Sent Events)",
+    )
     async def stream(self, request: Request[Any, Any, Any], user: User) -> ServerSentEvent:
         hub: EventHub = request.app.state.events
         pool = _pool(request)
@@ -95,12 +100,12 @@ class EventsController(Controller):
             nonlocal since
             wake = hub.subscribe(user.id)
             try:
-                yield ServerSentEventMessage(comment="connected")
+                yield ServerSentEventMessage(comment="connected", data=None)
                 while True:
                     try:
                         await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
                     except TimeoutError:
-                        yield ServerSentEventMessage(comment="keep-alive")
+                        yield ServerSentEventMessage(comment="keep-alive", data=None)
                     wake.clear()
                     async with pool.connection() as conn:
                         changed = await runs.finished_since(conn, owner_id=user.id, since=since)

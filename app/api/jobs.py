@@ -7,6 +7,7 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
+import msgspec
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import Provide
 from litestar.params import Parameter
@@ -14,6 +15,7 @@ from litestar.params import Parameter
 from app.api.accounts import AUTH, Id, _pool
 from app.api.auth import User
 from app.api.schemas import (
+    ERRORS,
     Envelope,
     JobIn,
     JobOut,
@@ -40,7 +42,7 @@ from app.jobs import (
 )
 from app.settings import Settings
 from app.store import jobs, notifications, run_logs, runs
-from app.worker.executors.python import REGISTRY
+from app.tasks import REGISTRY
 
 Limit = Annotated[int, Parameter(ge=1, le=1000)]
 BeforeId = Annotated[int | None, Parameter(ge=1, le=2**63 - 1)]
@@ -97,7 +99,7 @@ def spec_from(body: JobIn, user: User, settings: Settings, key: str | None) -> J
         cron=body.cron,
         timezone=body.timezone,
         args=body.args,
-        http=dataclasses.asdict(body.http) if body.http else None,
+        http=msgspec.structs.asdict(body.http) if body.http else None,
         notify_url=body.notify_url,
         idempotency_key=key,
     )
@@ -108,7 +110,7 @@ def spec_from(body: JobIn, user: User, settings: Settings, key: str | None) -> J
         timezone=body.timezone,
     ) or Schedule.once(datetime.now(UTC), body.timezone)
     executor, task, payload = executor_of(
-        http=dataclasses.asdict(body.http) if body.http else None,
+        http=msgspec.structs.asdict(body.http) if body.http else None,
         shell=body.shell,
         task=body.task,
         args=body.args,
@@ -195,7 +197,7 @@ class JobsController(Controller):
     tags = ["jobs"]
     dependencies = AUTH
 
-    @get("/", summary="The caller's jobs, newest first")
+    @get("/", responses=ERRORS, summary="The caller's jobs, newest first")
     async def list_jobs(
         self,
         request: Request[Any, Any, Any],
@@ -210,7 +212,11 @@ class JobsController(Controller):
             )
         return Envelope([job_out(r) for r in rows])
 
-    @post("/", summary="Create a job (Idempotency-Key: the same key returns the same job)")
+    @post(
+        "/",
+        responses=ERRORS,
+        summary="Create a job (Idempotency-Key: the same key returns the same job)",
+    )
     async def create(
         self,
         request: Request[Any, Any, Any],
@@ -226,13 +232,15 @@ class JobsController(Controller):
         assert row is not None
         return Response(Envelope(job_out(row)), status_code=201 if created.created else 200)
 
-    @get("/{job_id:int}", summary="One job")
+    @get("/{job_id:int}", responses=ERRORS, summary="One job")
     async def get_job(
         self, request: Request[Any, Any, Any], user: User, job_id: Id
     ) -> Envelope[JobOut]:
         return Envelope(job_out(await _job(request, job_id, user)))
 
-    @patch("/{job_id:int}", summary="Edit a job; a new schedule is planned from now")
+    @patch(
+        "/{job_id:int}", responses=ERRORS, summary="Edit a job; a new schedule is planned from now"
+    )
     async def edit(
         self, request: Request[Any, Any, Any], user: User, job_id: Id, data: JobPatch
     ) -> Envelope[JobOut]:
@@ -242,7 +250,12 @@ class JobsController(Controller):
             await edit_job(conn, job_id, spec, settings, owner_id=user.id)
         return Envelope(job_out(await _job(request, job_id, user)))
 
-    @delete("/{job_id:int}", status_code=200, summary="Delete a job (its runs are cancelled)")
+    @delete(
+        "/{job_id:int}",
+        responses=ERRORS,
+        status_code=200,
+        summary="Delete a job (its runs are cancelled)",
+    )
     async def remove(
         self, request: Request[Any, Any, Any], user: User, job_id: Id
     ) -> Envelope[JobOut]:
@@ -253,7 +266,12 @@ class JobsController(Controller):
             await jobs.delete(conn, job_id, owner_id=user.id)
         return Envelope(job_out({**row, "state": JobState.CANCELLED}))
 
-    @post("/{job_id:int}/cancel", status_code=200, summary="Cancel a job and its runs")
+    @post(
+        "/{job_id:int}/cancel",
+        responses=ERRORS,
+        status_code=200,
+        summary="Cancel a job and its runs",
+    )
     async def cancel(
         self, request: Request[Any, Any, Any], user: User, job_id: Id
     ) -> Envelope[JobOut]:
@@ -261,7 +279,7 @@ class JobsController(Controller):
             await cancel_job(conn, job_id, owner_id=user.id)
         return Envelope(job_out(await _job(request, job_id, user)))
 
-    @post("/{job_id:int}/pause", status_code=200, summary="Pause a job")
+    @post("/{job_id:int}/pause", responses=ERRORS, status_code=200, summary="Pause a job")
     async def pause(
         self, request: Request[Any, Any, Any], user: User, job_id: Id
     ) -> Envelope[JobOut]:
@@ -269,7 +287,7 @@ class JobsController(Controller):
             await pause_job(conn, job_id, owner_id=user.id)
         return Envelope(job_out(await _job(request, job_id, user)))
 
-    @post("/{job_id:int}/resume", status_code=200, summary="Resume a paused job")
+    @post("/{job_id:int}/resume", responses=ERRORS, status_code=200, summary="Resume a paused job")
     async def resume(
         self, request: Request[Any, Any, Any], user: User, job_id: Id
     ) -> Envelope[JobOut]:
@@ -277,7 +295,7 @@ class JobsController(Controller):
             await resume_job(conn, job_id, request.app.state.settings, owner_id=user.id)
         return Envelope(job_out(await _job(request, job_id, user)))
 
-    @post("/{job_id:int}/trigger", status_code=201, summary="Run a job now")
+    @post("/{job_id:int}/trigger", responses=ERRORS, status_code=201, summary="Run a job now")
     async def trigger(
         self, request: Request[Any, Any, Any], user: User, job_id: Id
     ) -> Envelope[RunOut]:
@@ -287,7 +305,7 @@ class JobsController(Controller):
         assert row is not None
         return Envelope(out(RunOut, row))
 
-    @get("/{job_id:int}/runs", summary="A job's runs (history), newest first")
+    @get("/{job_id:int}/runs", responses=ERRORS, summary="A job's runs (history), newest first")
     async def list_runs(
         self,
         request: Request[Any, Any, Any],
@@ -316,7 +334,11 @@ class JobsController(Controller):
             )
         return Envelope([out(RunOut, r) for r in rows])
 
-    @get("/{job_id:int}/notifications", summary="A job's webhook deliveries and attempts")
+    @get(
+        "/{job_id:int}/notifications",
+        responses=ERRORS,
+        summary="A job's webhook deliveries and attempts",
+    )
     async def list_notifications(
         self, request: Request[Any, Any, Any], user: User, job_id: Id, limit: Limit = 50
     ) -> Envelope[list[NotificationOut]]:
@@ -339,13 +361,13 @@ class RunsController(Controller):
     tags = ["runs"]
     dependencies = AUTH
 
-    @get("/{run_id:int}", summary="One run")
+    @get("/{run_id:int}", responses=ERRORS, summary="One run")
     async def get_run(
         self, request: Request[Any, Any, Any], user: User, run_id: Id
     ) -> Envelope[RunOut]:
         return Envelope(out(RunOut, await _run(request, run_id, user)))
 
-    @get("/{run_id:int}/logs", summary="What a run printed or logged")
+    @get("/{run_id:int}/logs", responses=ERRORS, summary="What a run printed or logged")
     async def logs(
         self, request: Request[Any, Any, Any], user: User, run_id: Id
     ) -> Envelope[list[LogOut]]:
@@ -354,7 +376,12 @@ class RunsController(Controller):
             rows = await run_logs.list_for_run(conn, run_id, owner_id=user.id)
         return Envelope([out(LogOut, r) for r in rows])
 
-    @post("/{run_id:int}/cancel", status_code=200, summary="Cancel a queued or running run")
+    @post(
+        "/{run_id:int}/cancel",
+        responses=ERRORS,
+        status_code=200,
+        summary="Cancel a queued or running run",
+    )
     async def cancel(
         self, request: Request[Any, Any, Any], user: User, run_id: Id
     ) -> Envelope[RunOut]:
@@ -372,7 +399,7 @@ class DeadLettersController(Controller):
     tags = ["runs"]
     dependencies = AUTH
 
-    @get("/", summary="Dead letters: runs whose slot exhausted its retries")
+    @get("/", responses=ERRORS, summary="Dead letters: runs whose slot exhausted its retries")
     async def list_dead(
         self,
         request: Request[Any, Any, Any],
@@ -384,7 +411,12 @@ class DeadLettersController(Controller):
             rows = await runs.dead_list(conn, owner_id=user.id, limit=limit, before_id=before_id)
         return Envelope([out(RunOut, r) for r in rows])
 
-    @post("/{run_id:int}/redrive", status_code=201, summary="One more attempt, due now")
+    @post(
+        "/{run_id:int}/redrive",
+        responses=ERRORS,
+        status_code=201,
+        summary="One more attempt, due now",
+    )
     async def redrive(
         self, request: Request[Any, Any, Any], user: User, run_id: Id
     ) -> Envelope[RunOut]:

@@ -246,3 +246,24 @@ class Health(msgspec.Struct):
 def out(struct: type[T], row: dict[str, Any]) -> T:
     """A response struct from a database row (extra columns are ignored)."""
     return msgspec.convert(row, struct, from_attributes=False, strict=False)
+
+
+def _error_responses() -> dict[int, Any]:
+    from litestar.openapi.datastructures import ResponseSpec
+
+    reasons = {
+        400: "Invalid input: the message names the field",
+        401: "Missing, invalid or expired credentials",
+        403: "Not allowed",
+        404: "Not found (also another user's resource)",
+        409: "Conflicts with the current state",
+        413: "Request body too large",
+        503: "Database unavailable",
+    }
+    return {
+        code: ResponseSpec(ErrorEnvelope, description=text, generate_examples=False)
+        for code, text in reasons.items()
+    }
+
+
+ERRORS = _error_responses()

@@ -6,8 +6,8 @@ import secrets
 from typing import Annotated, Any
 
 from litestar import Controller, Request, delete, get, patch, post
-from litestar.di import Provide
-from litestar.params import Parameter
+from litestar.di import NamedDependency, Provide
+from litestar.params import JSONBody, Parameter
 from psycopg_pool import AsyncConnectionPool
 
 from app.api.auth import Auth, User, current_user
@@ -35,6 +35,7 @@ from app.store.db import AsyncConn
 
 Id = Annotated[int, Parameter(ge=1, le=2**63 - 1)]
 AUTH = {"user": Provide(current_user)}
+CurrentUser = NamedDependency[User]
 
 
 def _pool(request: Request[Any, Any, Any]) -> AsyncConnectionPool[AsyncConn]:
@@ -58,7 +59,9 @@ class UsersController(Controller):
     tags = ["accounts"]
 
     @post("/", responses=ERRORS, status_code=201, summary="Sign up")
-    async def create(self, request: Request[Any, Any, Any], data: UserIn) -> Envelope[UserOut]:
+    async def create(
+        self, request: Request[Any, Any, Any], data: JSONBody[UserIn]
+    ) -> Envelope[UserOut]:
         settings: Settings = request.app.state.settings
         if not settings.signup_enabled:
             raise ForbiddenError("sign-up is disabled on this server")
@@ -87,7 +90,9 @@ class AuthController(Controller):
         status_code=200,
         summary="Log in: an access token and a refresh token",
     )
-    async def login(self, request: Request[Any, Any, Any], data: LoginIn) -> Envelope[LoginOut]:
+    async def login(
+        self, request: Request[Any, Any, Any], data: JSONBody[LoginIn]
+    ) -> Envelope[LoginOut]:
         auth: Auth = request.app.state.auth
         async with _pool(request).connection() as conn:
             row = await users.get_for_login(conn, data.username)
@@ -106,7 +111,7 @@ class AuthController(Controller):
 
     @post("/refresh", responses=ERRORS, status_code=200, summary="A new access token")
     async def refresh(
-        self, request: Request[Any, Any, Any], data: RefreshIn | None = None
+        self, request: Request[Any, Any, Any], data: JSONBody[RefreshIn | None] = None
     ) -> Envelope[TokenOut]:
         """With a refresh token in the body (rotated: each works once), or, as the seed
         API does, with a still-valid access token as the bearer."""
@@ -130,7 +135,7 @@ class MeController(Controller):
     dependencies = AUTH
 
     @get("/", responses=ERRORS, summary="The caller's account (with its webhook signing secret)")
-    async def me(self, user: User) -> Envelope[MeOut]:
+    async def me(self, user: CurrentUser) -> Envelope[MeOut]:
         return Envelope(
             MeOut(
                 id=user.id,
@@ -145,14 +150,14 @@ class MeController(Controller):
     @delete(
         "/", responses=ERRORS, status_code=200, summary="Delete the caller's account and its jobs"
     )
-    async def remove(self, request: Request[Any, Any, Any], user: User) -> Envelope[UserOut]:
+    async def remove(self, request: Request[Any, Any, Any], user: CurrentUser) -> Envelope[UserOut]:
         async with _pool(request).connection() as conn:
             await users.delete(conn, user.id)
         return Envelope(UserOut(id=user.id, username=user.username, job_weight=user.job_weight))
 
     @get("/api-keys", responses=ERRORS, summary="The caller's API keys (never the keys themselves)")
     async def list_keys(
-        self, request: Request[Any, Any, Any], user: User
+        self, request: Request[Any, Any, Any], user: CurrentUser
     ) -> Envelope[list[ApiKeyOut]]:
         async with _pool(request).connection() as conn:
             rows = await api_keys.list_(conn, user.id)
@@ -160,7 +165,7 @@ class MeController(Controller):
 
     @post("/api-keys", responses=ERRORS, status_code=201, summary="A new API key, shown this once")
     async def create_key(
-        self, request: Request[Any, Any, Any], user: User, data: ApiKeyIn
+        self, request: Request[Any, Any, Any], user: CurrentUser, data: JSONBody[ApiKeyIn]
     ) -> Envelope[ApiKeyCreated]:
         reject_nul(name=data.name)
         key, prefix, key_hash = Auth.new_api_key()
@@ -174,7 +179,7 @@ class MeController(Controller):
         "/api-keys/{key_id:int}", responses=ERRORS, status_code=200, summary="Revoke an API key"
     )
     async def delete_key(
-        self, request: Request[Any, Any, Any], user: User, key_id: Id
+        self, request: Request[Any, Any, Any], user: CurrentUser, key_id: Id
     ) -> Envelope[int]:
         async with _pool(request).connection() as conn:
             if not await api_keys.delete(conn, key_id, user_id=user.id):
@@ -195,7 +200,7 @@ class AdminController(Controller):
     async def list_users(
         self,
         request: Request[Any, Any, Any],
-        user: User,
+        user: CurrentUser,
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
     ) -> Envelope[list[UserOut]]:
         _require_admin(user)
@@ -207,7 +212,11 @@ class AdminController(Controller):
         "/{user_id:int}", responses=ERRORS, summary="Set a user's weight or rights (admins only)"
     )
     async def update_user(
-        self, request: Request[Any, Any, Any], user: User, user_id: Id, data: AdminUserPatch
+        self,
+        request: Request[Any, Any, Any],
+        user: CurrentUser,
+        user_id: Id,
+        data: JSONBody[AdminUserPatch],
     ) -> Envelope[UserOut]:
         _require_admin(user)
         async with _pool(request).connection() as conn:
@@ -223,6 +232,6 @@ class AdminController(Controller):
         return Envelope(out(UserOut, row))
 
 
-def _require_admin(user: User) -> None:
+def _require_admin(user: CurrentUser) -> None:
     if not user.is_admin:
         raise ForbiddenError("admins only")

@@ -21,8 +21,7 @@ import structlog
 from litestar import Controller, Request, get
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from app.api.accounts import AUTH, _pool
-from app.api.auth import User
+from app.api.accounts import AUTH, CurrentUser, _pool
 from app.api.schemas import ERRORS
 from app.store import runs
 from app.store.db import AsyncConn, connect
@@ -87,7 +86,7 @@ class EventsController(Controller):
         responses=ERRORS,
         summary="A live stream of the caller's finished runs (Server-Sent Events)",
     )
-    async def stream(self, request: Request[Any, Any, Any], user: User) -> ServerSentEvent:
+    async def stream(self, request: Request[Any, Any, Any], user: CurrentUser) -> ServerSentEvent:
         hub: EventHub = request.app.state.events
         pool = _pool(request)
         async with pool.connection() as conn:

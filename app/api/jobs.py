@@ -10,10 +10,9 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import Provide
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, JSONBody, Parameter
 
-from app.api.accounts import AUTH, Id, _pool
-from app.api.auth import User
+from app.api.accounts import AUTH, CurrentUser, Id, _pool
 from app.api.schemas import (
     ERRORS,
     Envelope,
@@ -47,7 +46,7 @@ from app.tasks import REGISTRY
 Limit = Annotated[int, Parameter(ge=1, le=1000)]
 BeforeId = Annotated[int | None, Parameter(ge=1, le=2**63 - 1)]
 IdempotencyKey = Annotated[
-    str | None, Parameter(header="Idempotency-Key", max_length=200, required=False)
+    str | None, HeaderParameter(name="Idempotency-Key", max_length=200, required=False)
 ]
 
 
@@ -90,7 +89,7 @@ def _schedule(
     return None
 
 
-def spec_from(body: JobIn, user: User, settings: Settings, key: str | None) -> JobSpec:
+def spec_from(body: JobIn, user: CurrentUser, settings: Settings, key: str | None) -> JobSpec:
     reject_nul(
         message=body.message,
         name=body.name,
@@ -184,7 +183,7 @@ def _patched(spec: JobSpec, body: JobPatch) -> JobSpec:
     return dataclasses.replace(spec, **changes)
 
 
-async def _job(request: Request[Any, Any, Any], job_id: int, user: User) -> dict[str, Any]:
+async def _job(request: Request[Any, Any, Any], job_id: int, user: CurrentUser) -> dict[str, Any]:
     async with _pool(request).connection() as conn:
         row = await jobs.get(conn, job_id, owner_id=user.id)
     if row is None:
@@ -201,7 +200,7 @@ class JobsController(Controller):
     async def list_jobs(
         self,
         request: Request[Any, Any, Any],
-        user: User,
+        user: CurrentUser,
         limit: Limit = 50,
         before_id: BeforeId = None,
         state_filter: Annotated[JobState | None, Parameter(query="state")] = None,
@@ -220,8 +219,8 @@ class JobsController(Controller):
     async def create(
         self,
         request: Request[Any, Any, Any],
-        user: User,
-        data: JobIn,
+        user: CurrentUser,
+        data: JSONBody[JobIn],
         idempotency_key: IdempotencyKey = None,
     ) -> Response[Envelope[JobOut]]:
         settings: Settings = request.app.state.settings
@@ -234,7 +233,7 @@ class JobsController(Controller):
 
     @get("/{job_id:int}", responses=ERRORS, summary="One job")
     async def get_job(
-        self, request: Request[Any, Any, Any], user: User, job_id: Id
+        self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[JobOut]:
         return Envelope(job_out(await _job(request, job_id, user)))
 
@@ -242,7 +241,11 @@ class JobsController(Controller):
         "/{job_id:int}", responses=ERRORS, summary="Edit a job; a new schedule is planned from now"
     )
     async def edit(
-        self, request: Request[Any, Any, Any], user: User, job_id: Id, data: JobPatch
+        self,
+        request: Request[Any, Any, Any],
+        user: CurrentUser,
+        job_id: Id,
+        data: JSONBody[JobPatch],
     ) -> Envelope[JobOut]:
         settings: Settings = request.app.state.settings
         spec = _patched(spec_of(await _job(request, job_id, user)), data)
@@ -257,7 +260,7 @@ class JobsController(Controller):
         summary="Delete a job (its runs are cancelled)",
     )
     async def remove(
-        self, request: Request[Any, Any, Any], user: User, job_id: Id
+        self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[JobOut]:
         row = await _job(request, job_id, user)
         async with _pool(request).connection() as conn:
@@ -273,7 +276,7 @@ class JobsController(Controller):
         summary="Cancel a job and its runs",
     )
     async def cancel(
-        self, request: Request[Any, Any, Any], user: User, job_id: Id
+        self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[JobOut]:
         async with _pool(request).connection() as conn:
             await cancel_job(conn, job_id, owner_id=user.id)
@@ -281,7 +284,7 @@ class JobsController(Controller):
 
     @post("/{job_id:int}/pause", responses=ERRORS, status_code=200, summary="Pause a job")
     async def pause(
-        self, request: Request[Any, Any, Any], user: User, job_id: Id
+        self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[JobOut]:
         async with _pool(request).connection() as conn:
             await pause_job(conn, job_id, owner_id=user.id)
@@ -289,7 +292,7 @@ class JobsController(Controller):
 
     @post("/{job_id:int}/resume", responses=ERRORS, status_code=200, summary="Resume a paused job")
     async def resume(
-        self, request: Request[Any, Any, Any], user: User, job_id: Id
+        self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[JobOut]:
         async with _pool(request).connection() as conn:
             await resume_job(conn, job_id, request.app.state.settings, owner_id=user.id)
@@ -297,7 +300,7 @@ class JobsController(Controller):
 
     @post("/{job_id:int}/trigger", responses=ERRORS, status_code=201, summary="Run a job now")
     async def trigger(
-        self, request: Request[Any, Any, Any], user: User, job_id: Id
+        self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[RunOut]:
         async with _pool(request).connection() as conn:
             run = await trigger_job(conn, job_id, owner_id=user.id)
@@ -309,7 +312,7 @@ class JobsController(Controller):
     async def list_runs(
         self,
         request: Request[Any, Any, Any],
-        user: User,
+        user: CurrentUser,
         job_id: Id,
         limit: Limit = 50,
         before_id: BeforeId = None,
@@ -340,7 +343,7 @@ class JobsController(Controller):
         summary="A job's webhook deliveries and attempts",
     )
     async def list_notifications(
-        self, request: Request[Any, Any, Any], user: User, job_id: Id, limit: Limit = 50
+        self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id, limit: Limit = 50
     ) -> Envelope[list[NotificationOut]]:
         await _job(request, job_id, user)
         async with _pool(request).connection() as conn:
@@ -348,7 +351,7 @@ class JobsController(Controller):
         return Envelope([out(NotificationOut, r) for r in rows])
 
 
-async def _run(request: Request[Any, Any, Any], run_id: int, user: User) -> dict[str, Any]:
+async def _run(request: Request[Any, Any, Any], run_id: int, user: CurrentUser) -> dict[str, Any]:
     async with _pool(request).connection() as conn:
         row = await runs.get(conn, run_id, owner_id=user.id)
     if row is None:
@@ -363,13 +366,13 @@ class RunsController(Controller):
 
     @get("/{run_id:int}", responses=ERRORS, summary="One run")
     async def get_run(
-        self, request: Request[Any, Any, Any], user: User, run_id: Id
+        self, request: Request[Any, Any, Any], user: CurrentUser, run_id: Id
     ) -> Envelope[RunOut]:
         return Envelope(out(RunOut, await _run(request, run_id, user)))
 
     @get("/{run_id:int}/logs", responses=ERRORS, summary="What a run printed or logged")
     async def logs(
-        self, request: Request[Any, Any, Any], user: User, run_id: Id
+        self, request: Request[Any, Any, Any], user: CurrentUser, run_id: Id
     ) -> Envelope[list[LogOut]]:
         await _run(request, run_id, user)
         async with _pool(request).connection() as conn:
@@ -383,7 +386,7 @@ class RunsController(Controller):
         summary="Cancel a queued or running run",
     )
     async def cancel(
-        self, request: Request[Any, Any, Any], user: User, run_id: Id
+        self, request: Request[Any, Any, Any], user: CurrentUser, run_id: Id
     ) -> Envelope[RunOut]:
         async with _pool(request).connection() as conn:
             result = await runs.cancel(conn, run_id, owner_id=user.id)
@@ -403,7 +406,7 @@ class DeadLettersController(Controller):
     async def list_dead(
         self,
         request: Request[Any, Any, Any],
-        user: User,
+        user: CurrentUser,
         limit: Limit = 50,
         before_id: BeforeId = None,
     ) -> Envelope[list[RunOut]]:
@@ -418,7 +421,7 @@ class DeadLettersController(Controller):
         summary="One more attempt, due now",
     )
     async def redrive(
-        self, request: Request[Any, Any, Any], user: User, run_id: Id
+        self, request: Request[Any, Any, Any], user: CurrentUser, run_id: Id
     ) -> Envelope[RunOut]:
         async with _pool(request).connection() as conn:
             row = await runs.redrive(conn, run_id, owner_id=user.id)

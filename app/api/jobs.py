@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import Provide
-from litestar.params import HeaderParameter, JSONBody, Parameter
+from litestar.params import HeaderParameter, JSONBody, Parameter, QueryParameter
 
 from app.api.accounts import AUTH, CurrentUser, Id, _pool
 from app.api.schemas import (
@@ -203,7 +203,7 @@ class JobsController(Controller):
         user: CurrentUser,
         limit: Limit = 50,
         before_id: BeforeId = None,
-        state_filter: Annotated[JobState | None, Parameter(query="state")] = None,
+        state_filter: Annotated[JobState | None, QueryParameter(name="state")] = None,
     ) -> Envelope[list[JobOut]]:
         async with _pool(request).connection() as conn:
             rows = await jobs.list_(
@@ -316,7 +316,7 @@ class JobsController(Controller):
         job_id: Id,
         limit: Limit = 50,
         before_id: BeforeId = None,
-        state_filter: Annotated[RunState | None, Parameter(query="state")] = None,
+        state_filter: Annotated[RunState | None, QueryParameter(name="state")] = None,
         since: datetime | None = None,
         until: datetime | None = None,
     ) -> Envelope[list[RunOut]]:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency, Provide
-from litestar.params import JSONBody, Parameter
+from litestar.params import JSONBody, PathParameter, QueryParameter
 from psycopg_pool import AsyncConnectionPool
 
 from app.api.auth import Auth, User, current_user
@@ -33,7 +33,7 @@ from app.settings import Settings
 from app.store import api_keys, refresh_tokens, users
 from app.store.db import AsyncConn
 
-Id = Annotated[int, Parameter(ge=1, le=2**63 - 1)]
+Id = Annotated[int, PathParameter(ge=1, le=2**63 - 1)]
 AUTH = {"user": Provide(current_user)}
 CurrentUser = NamedDependency[User]
 
@@ -201,7 +201,7 @@ class AdminController(Controller):
         self,
         request: Request[Any, Any, Any],
         user: CurrentUser,
-        limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
     ) -> Envelope[list[UserOut]]:
         _require_admin(user)
         async with _pool(request).connection() as conn:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import Provide
-from litestar.params import HeaderParameter, JSONBody, Parameter, QueryParameter
+from litestar.params import HeaderParameter, JSONBody, QueryParameter
 
 from app.api.accounts import AUTH, CurrentUser, Id, _pool
 from app.api.schemas import (
@@ -43,8 +43,9 @@ from app.settings import Settings
 from app.store import jobs, notifications, run_logs, runs
 from app.tasks import REGISTRY
 
-Limit = Annotated[int, Parameter(ge=1, le=1000)]
-BeforeId = Annotated[int | None, Parameter(ge=1, le=2**63 - 1)]
+Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
+BeforeId = Annotated[int | None, QueryParameter(ge=1, le=2**63 - 1)]
+When = Annotated[datetime | None, QueryParameter()]
 IdempotencyKey = Annotated[
     str | None, HeaderParameter(name="Idempotency-Key", max_length=200, required=False)
 ]
@@ -317,8 +318,8 @@ class JobsController(Controller):
         limit: Limit = 50,
         before_id: BeforeId = None,
         state_filter: Annotated[RunState | None, QueryParameter(name="state")] = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: When = None,
+        until: When = None,
     ) -> Envelope[list[RunOut]]:
         await _job(request, job_id, user)
         for name, when in (("since", since), ("until", until)):

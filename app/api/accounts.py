@@ -33,8 +33,13 @@ from app.settings import Settings
 from app.store import api_keys, refresh_tokens, users
 from app.store.db import AsyncConn
 
-Id = Annotated[int, PathParameter(ge=1, le=2**63 - 1)]
+# Ids are bigint, but JSON Schema numbers are doubles: 2**53 is the largest bound a
+# client can state exactly. Anything beyond is a 400 that names the parameter.
+MAX_ID = 2**53
+Id = Annotated[int, PathParameter(ge=1, le=MAX_ID)]
 AUTH = {"user": Provide(current_user)}
+# Controllers behind authentication say so in the OpenAPI document.
+BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 CurrentUser = NamedDependency[User]
 
 
@@ -130,6 +135,7 @@ class AuthController(Controller):
 
 
 class MeController(Controller):
+    security = BEARER
     path = "/api/v1/me"
     tags = ["accounts"]
     dependencies = AUTH
@@ -192,6 +198,7 @@ def _key_fields(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class AdminController(Controller):
+    security = BEARER
     path = "/api/v1/admin/users"
     tags = ["admin"]
     dependencies = AUTH

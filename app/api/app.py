@@ -51,8 +51,15 @@ STATUS = {
 }
 
 
-def _error(status: int, code: str, message: str, details: Any = None) -> Response[ErrorEnvelope]:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+def _error(
+    status: int,
+    code: str,
+    message: str,
+    details: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Response[ErrorEnvelope]:
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return Response(
         ErrorEnvelope(ErrorDetail(code=code, message=message, details=details)),
         status_code=status,
@@ -82,7 +89,8 @@ def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[ErrorE
         405: "method_not_allowed",
         413: "payload_too_large",
     }.get(exc.status_code, "http_error")
-    return _error(exc.status_code, code, exc.detail)
+    # 405 carries its Allow header, as RFC 9110 asks.
+    return _error(exc.status_code, code, exc.detail, headers=dict(exc.headers or {}))
 
 
 def _validation_message(exc: ValidationException) -> str:
@@ -177,7 +185,6 @@ def create_app(settings: Settings, url: str) -> Litestar:
                     "bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="JWT")
                 }
             ),
-            security=[{"bearer": []}],
         ),
         debug=False,
     )

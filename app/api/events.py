@@ -21,7 +21,7 @@ import structlog
 from litestar import Controller, Request, get
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from app.api.accounts import AUTH, CurrentUser, _pool
+from app.api.accounts import AUTH, BEARER, CurrentUser, _pool
 from app.api.schemas import ERRORS
 from app.store import runs
 from app.store.db import AsyncConn, connect
@@ -77,6 +77,7 @@ def _json(row: dict[str, Any]) -> str:
 
 
 class EventsController(Controller):
+    security = BEARER
     path = "/api/v1/me/events"
     tags = ["runs"]
     dependencies = AUTH

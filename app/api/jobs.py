@@ -10,9 +10,10 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import Provide
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import HeaderParameter, JSONBody, QueryParameter
 
-from app.api.accounts import AUTH, CurrentUser, Id, _pool
+from app.api.accounts import AUTH, BEARER, MAX_ID, CurrentUser, Id, _pool
 from app.api.schemas import (
     ERRORS,
     Envelope,
@@ -44,7 +45,7 @@ from app.store import jobs, notifications, run_logs, runs
 from app.tasks import REGISTRY
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
-BeforeId = Annotated[int | None, QueryParameter(ge=1, le=2**63 - 1)]
+BeforeId = Annotated[int | None, QueryParameter(ge=1, le=MAX_ID)]
 When = Annotated[datetime | None, QueryParameter()]
 IdempotencyKey = Annotated[
     str | None, HeaderParameter(name="Idempotency-Key", max_length=200, required=False)
@@ -193,6 +194,7 @@ async def _job(request: Request[Any, Any, Any], job_id: int, user: CurrentUser) 
 
 
 class JobsController(Controller):
+    security = BEARER
     path = "/api/v1/me/jobs"
     tags = ["jobs"]
     dependencies = AUTH
@@ -214,7 +216,14 @@ class JobsController(Controller):
 
     @post(
         "/",
-        responses=ERRORS,
+        responses={
+            **ERRORS,
+            200: ResponseSpec(
+                Envelope[JobOut],
+                description="The job an earlier request with the same Idempotency-Key created",
+                generate_examples=False,
+            ),
+        },
         summary="Create a job (Idempotency-Key: the same key returns the same job)",
     )
     async def create(
@@ -361,6 +370,7 @@ async def _run(request: Request[Any, Any, Any], run_id: int, user: CurrentUser) 
 
 
 class RunsController(Controller):
+    security = BEARER
     path = "/api/v1/me/runs"
     tags = ["runs"]
     dependencies = AUTH
@@ -399,6 +409,7 @@ class RunsController(Controller):
 
 
 class DeadLettersController(Controller):
+    security = BEARER
     path = "/api/v1/me/dead"
     tags = ["runs"]
     dependencies = AUTH

@@ -17,7 +17,18 @@ from typing import Any
 
 import pytest
 
+from tests.api_server import free_port
 from tests.helpers import ROOT, wait_for
+
+
+def _get(url: str) -> Any:
+    import httpx
+
+    try:
+        response = httpx.get(url, timeout=2)
+    except httpx.HTTPError:
+        return None
+    return response.json() if response.status_code == 200 else None
 
 
 def _env(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -98,10 +109,18 @@ def test_up_on_embedded_postgres_runs_cli_jobs_on_time(
 ) -> None:
     url, received = receiver
     tmp_path.chmod(0o755)
-    env = _env(tmp_path / "data", PGSCHED_SHELL_ENABLED="1")
+    port = free_port()
+    env = _env(tmp_path / "data", PGSCHED_SHELL_ENABLED="1", PGSCHED_API_PORT=str(port))
     log = tmp_path / "up.log"
     up = _up(env, log)
     try:
+        health = wait_for(
+            "the API of `up`",
+            lambda: _get(f"http://127.0.0.1:{port}/readyz"),
+            timeout=15,
+            interval=0.2,
+        )
+        assert health == {"status": "ready", "detail": ""}
         shell = pgsched(env, "jobs", "create", "--shell", "echo hello from shell", "--at", "+2s")
         assert shell.returncode == 0, shell.stderr
         hook = pgsched(env, "jobs", "create", "--http", url, "--body", '{"x": 1}', "--at", "+2s")

@@ -28,7 +28,7 @@ from app.domain.job import JobSpec, executor_of
 from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy
 from app.domain.retry import RetryPolicy
 from app.domain.schedule import Schedule
-from app.errors import AppError, NotFoundError, ValidationError
+from app.errors import AppError, ValidationError, require_found
 from app.jobs import (
     cancel_job,
     create_job,
@@ -727,10 +727,7 @@ def jobs_edit(ctx: click.Context, /, job_id: int, **options: Any) -> None:
 async def _require(
     found: Awaitable[dict[str, Any] | None], what: str, ident: int
 ) -> dict[str, Any]:
-    row = await found
-    if row is None:
-        raise NotFoundError(f"{what} {ident} not found")
-    return row
+    return require_found(await found, what, ident)
 
 
 def _fmt(value: Any) -> str:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+T = TypeVar("T")
+
 
 class AppError(Exception):
     """Base of every error pgsched raises on purpose; `code` is stable for clients."""
@@ -54,3 +58,11 @@ class UnauthorizedError(AppError):
 
 class PayloadTooLargeError(AppError):
     code = "payload_too_large"
+
+
+def require_found(row: T | None, what: str, ident: int) -> T:
+    """The row, or NotFoundError naming what was looked for (a missing row and one the
+    caller may not see are the same answer)."""
+    if row is None:
+        raise NotFoundError(f"{what} {ident} not found")
+    return row

@@ -11,7 +11,7 @@ from psycopg import errors as pg_errors
 from app.domain.job import JobSpec
 from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy, RunState
 from app.domain.retry import RetryPolicy
-from app.errors import ConflictError, NotFoundError
+from app.errors import ConflictError, require_found
 from app.planner import plan, schedule_of
 from app.settings import Settings
 from app.store import jobs, partitions, runs
@@ -71,9 +71,7 @@ async def ensure_partitions(conn: AsyncConn, settings: Settings) -> int:
 
 async def cancel_job(conn: AsyncConn, job_id: int, *, owner_id: int | None) -> dict[str, Any]:
     async with conn.transaction():
-        job = await jobs.get(conn, job_id, owner_id=owner_id)
-        if job is None:
-            raise NotFoundError(f"job {job_id} not found")
+        job = await _visible(conn, job_id, owner_id)
         if not await jobs.cancel(conn, job_id, owner_id=owner_id):
             raise ConflictError(f"job {job_id} is already {job['state']}")
         return await runs.cancel_for_job(conn, job_id)
@@ -107,10 +105,7 @@ def spec_of(row: dict[str, Any]) -> JobSpec:
 
 
 async def _visible(conn: AsyncConn, job_id: int, owner_id: int | None) -> dict[str, Any]:
-    job = await jobs.get(conn, job_id, owner_id=owner_id)
-    if job is None:
-        raise NotFoundError(f"job {job_id} not found")
-    return job
+    return require_found(await jobs.get(conn, job_id, owner_id=owner_id), "job", job_id)
 
 
 async def pause_job(conn: AsyncConn, job_id: int, *, owner_id: int | None) -> dict[str, Any]:

@@ -30,7 +30,13 @@ from app.domain.job import JobSpec, executor_of
 from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy, RunState
 from app.domain.retry import RetryPolicy
 from app.domain.schedule import Schedule
-from app.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from app.errors import (
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    ValidationError,
+    require_found,
+)
 from app.jobs import (
     cancel_job,
     create_job,
@@ -187,10 +193,7 @@ def _patched(spec: JobSpec, body: JobPatch) -> JobSpec:
 
 async def _job(request: Request[Any, Any, Any], job_id: int, user: CurrentUser) -> dict[str, Any]:
     async with _pool(request).connection() as conn:
-        row = await jobs.get(conn, job_id, owner_id=user.id)
-    if row is None:
-        raise NotFoundError(f"job {job_id} not found")
-    return row
+        return require_found(await jobs.get(conn, job_id, owner_id=user.id), "job", job_id)
 
 
 class JobsController(Controller):
@@ -363,10 +366,7 @@ class JobsController(Controller):
 
 async def _run(request: Request[Any, Any, Any], run_id: int, user: CurrentUser) -> dict[str, Any]:
     async with _pool(request).connection() as conn:
-        row = await runs.get(conn, run_id, owner_id=user.id)
-    if row is None:
-        raise NotFoundError(f"run {run_id} not found")
-    return row
+        return require_found(await runs.get(conn, run_id, owner_id=user.id), "run", run_id)
 
 
 class RunsController(Controller):
@@ -436,9 +436,9 @@ class DeadLettersController(Controller):
         self, request: Request[Any, Any, Any], user: CurrentUser, run_id: Id
     ) -> Envelope[RunOut]:
         async with _pool(request).connection() as conn:
-            row = await runs.redrive(conn, run_id, owner_id=user.id)
-            if row is None:
-                raise NotFoundError(f"dead letter {run_id} not found")
+            row = require_found(
+                await runs.redrive(conn, run_id, owner_id=user.id), "dead letter", run_id
+            )
             new = await runs.get(conn, row["id"], owner_id=user.id)
         assert new is not None
         return Envelope(out(RunOut, new))

@@ -113,3 +113,29 @@ def test_readme_documents_every_setting() -> None:
         if f"`{env_name(f.name)}`" not in readme
     ]
     assert missing == []
+
+
+def test_heartbeat_judges_only_the_runs_it_sent() -> None:
+    """A run claimed while a renewal is in flight is not in that renewal's answer and
+    must not be taken for lost (it was once, and lost runs were redone needlessly)."""
+    from app.domain.models import RunKey
+    from app.worker.heartbeat import Heartbeat
+
+    sent_key = RunKey(1, T0, 1)
+    new_key = RunKey(2, T0, 1)
+    held = {sent_key: 0.0, new_key: 5.0}
+    lost: list[RunKey] = []
+    beat = Heartbeat(
+        "postgresql://unused",
+        "w",
+        Settings(),
+        FakeClock(T0),
+        held=lambda: held,
+        on_lost=lost.extend,
+        on_cancel=lambda ids: None,
+        running=lambda: 2,
+    )
+    beat._apply([sent_key], {1: False}, sent_at=7.0)
+    assert lost == [] and held == {sent_key: 7.0, new_key: 5.0}
+    beat._apply([sent_key, new_key], {2: False}, sent_at=9.0)
+    assert lost == [sent_key]

@@ -68,19 +68,21 @@ class Heartbeat:
                 await self._conn.close()
 
     async def beat(self) -> None:
-        held = self._held()
+        # A snapshot: runs claimed while this statement is in flight were not sent, and
+        # must not be judged by its answer (they would look lost).
+        sent = list(self._held())
         sent_at = self._clock.monotonic()
         try:
             if self._conn is None or self._conn.closed:
                 self._conn = await connect(self._url, name="pgsched-heartbeat")
-            if held:
+            if sent:
                 renewed = await runs.heartbeat(
                     self._conn,
-                    list(held),
+                    sent,
                     worker_id=self._worker_id,
                     lease=self._settings.lease,
                 )
-                self._apply(held, renewed, sent_at)
+                self._apply(sent, renewed, sent_at)
             await workers.heartbeat(
                 self._conn,
                 id=self._worker_id,
@@ -99,12 +101,13 @@ class Heartbeat:
             self._conn = None
         self._fence_expired()
 
-    def _apply(self, held: dict[RunKey, float], renewed: dict[int, bool], sent_at: float) -> None:
-        lost = [key for key in held if key.id not in renewed]
+    def _apply(self, sent: list[RunKey], renewed: dict[int, bool], sent_at: float) -> None:
+        held = self._held()  # the worker's live record of its runs and their renewals
+        lost = [key for key in sent if key.id not in renewed and key in held]
         cancelled = [run_id for run_id, flag in renewed.items() if flag]
-        for key in held:
-            if key.id in renewed:
-                held[key] = sent_at  # shared dict: the worker's record of the renewal
+        for key in sent:
+            if key.id in renewed and key in held:
+                held[key] = sent_at
         if lost:
             log.warning("lease_lost", run_ids=[k.id for k in lost])
             self._on_lost(lost)

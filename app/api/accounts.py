@@ -40,6 +40,15 @@ Id = Annotated[int, PathParameter(ge=1, le=MAX_ID)]
 AUTH = {"user": Provide(current_user)}
 # Controllers behind authentication say so in the OpenAPI document.
 BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
+
+
+class Authenticated(Controller):
+    """Base of every controller whose routes need a caller (bearer token or API key)."""
+
+    security = BEARER
+    dependencies = AUTH
+
+
 CurrentUser = NamedDependency[User]
 
 
@@ -134,11 +143,9 @@ class AuthController(Controller):
             return Envelope(await _tokens(request, conn, user_id))
 
 
-class MeController(Controller):
-    security = BEARER
+class MeController(Authenticated):
     path = "/api/v1/me"
     tags = ["accounts"]
-    dependencies = AUTH
 
     @get("/", responses=ERRORS, summary="The caller's account (with its webhook signing secret)")
     async def me(self, user: CurrentUser) -> Envelope[MeOut]:
@@ -197,11 +204,9 @@ def _key_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in ("id", "name", "prefix", "created_at")}
 
 
-class AdminController(Controller):
-    security = BEARER
+class AdminController(Authenticated):
     path = "/api/v1/admin/users"
     tags = ["admin"]
-    dependencies = AUTH
 
     @get("/", responses=ERRORS, summary="Every user (admins only)")
     async def list_users(

@@ -18,10 +18,10 @@ from typing import Any
 
 import psycopg
 import structlog
-from litestar import Controller, Request, get
+from litestar import Request, get
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from app.api.accounts import AUTH, BEARER, CurrentUser, _pool
+from app.api.accounts import Authenticated, CurrentUser, _pool
 from app.api.schemas import ERRORS
 from app.store import runs
 from app.store.db import AsyncConn, connect
@@ -76,11 +76,9 @@ def _json(row: dict[str, Any]) -> str:
     return json.dumps({k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()})
 
 
-class EventsController(Controller):
-    security = BEARER
+class EventsController(Authenticated):
     path = "/api/v1/me/events"
     tags = ["runs"]
-    dependencies = AUTH
 
     @get(
         "/",

@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Controller, Request, Response, delete, get, patch, post
+from litestar import Request, Response, delete, get, patch, post
 from litestar.di import Provide
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import HeaderParameter, JSONBody, QueryParameter
 
-from app.api.accounts import AUTH, BEARER, MAX_ID, CurrentUser, Id, _pool
+from app.api.accounts import MAX_ID, Authenticated, CurrentUser, Id, _pool
 from app.api.schemas import (
     ERRORS,
     Envelope,
@@ -196,11 +196,9 @@ async def _job(request: Request[Any, Any, Any], job_id: int, user: CurrentUser) 
         return require_found(await jobs.get(conn, job_id, owner_id=user.id), "job", job_id)
 
 
-class JobsController(Controller):
-    security = BEARER
+class JobsController(Authenticated):
     path = "/api/v1/me/jobs"
     tags = ["jobs"]
-    dependencies = AUTH
 
     @get("/", responses=ERRORS, summary="The caller's jobs, newest first")
     async def list_jobs(
@@ -369,11 +367,9 @@ async def _run(request: Request[Any, Any, Any], run_id: int, user: CurrentUser) 
         return require_found(await runs.get(conn, run_id, owner_id=user.id), "run", run_id)
 
 
-class RunsController(Controller):
-    security = BEARER
+class RunsController(Authenticated):
     path = "/api/v1/me/runs"
     tags = ["runs"]
-    dependencies = AUTH
 
     @get("/{run_id:int}", responses=ERRORS, summary="One run")
     async def get_run(
@@ -408,11 +404,9 @@ class RunsController(Controller):
         return Envelope(out(RunOut, await _run(request, run_id, user)))
 
 
-class DeadLettersController(Controller):
-    security = BEARER
+class DeadLettersController(Authenticated):
     path = "/api/v1/me/dead"
     tags = ["runs"]
-    dependencies = AUTH
 
     @get("/", responses=ERRORS, summary="Dead letters: runs whose slot exhausted its retries")
     async def list_dead(

@@ -68,6 +68,7 @@ def test_schemathesis_finds_no_server_error_or_schema_break(
             capture_output=True,
             text=True,
             timeout=600,
+            cwd=tmp_path,  # schemathesis keeps a cache in its working directory
         )
         remaining = other.get("/api/v1/me/jobs").json()["data"]
     outcomes: Counter[tuple[str, str]] = Counter()

@@ -24,9 +24,8 @@ from psycopg_pool import PoolTimeout
 
 from app import embedded
 from app.clock import SystemClock
-from app.domain.job import JobSpec, executor_of
+from app.domain.job import JobSpec, edited, executor_of
 from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy
-from app.domain.retry import RetryPolicy
 from app.domain.schedule import Schedule
 from app.errors import AppError, ValidationError, require_found
 from app.jobs import (
@@ -36,6 +35,7 @@ from app.jobs import (
     ensure_partitions,
     pause_job,
     resume_job,
+    retry_policy,
     spec_of,
     trigger_job,
 )
@@ -251,12 +251,12 @@ async def serve(settings: Settings, url: str, *, with_api: bool = False) -> None
         keeper = PartitionKeeper(pool, settings, lambda: elector.is_leader)
         elector.on_elected(reclaimer, keeper)
         services = [elector, planner, reclaimer, keeper, Notifier(pool, settings, client)]
+        # Elect, and plan (applying misfire policies) before the first claim, so runs
+        # that went stale while no worker ran are resolved by policy, not all executed.
         await elector.run_once()
-        # Plan (and apply misfire policies) before the first claim, so runs that went
-        # stale while no worker ran are resolved by policy, not simply all executed.
         await planner.run_once()
         for service in services:
-            service.start()
+            service.start(tick_now=service not in (elector, planner))
         api_task = (
             asyncio.create_task(_serve_api(settings, url, stop), name="api") if with_api else None
         )
@@ -360,15 +360,14 @@ def build_schedule(
     *, at: str | None, cron: str | None, every: float | None, tz: str
 ) -> Schedule | None:
     """The schedule that --at/--cron/--every describe, or None when none is given."""
-    if sum(x is not None for x in (at, cron, every)) > 1:
-        raise ValidationError("give one of --at, --cron, --every")
-    if cron is not None:
-        return Schedule.cron_expr(cron, tz)
-    if every is not None:
-        return Schedule.every(timedelta(seconds=every), datetime.now(UTC), tz)
-    if at is not None:
-        return Schedule.once(parse_when(at), tz)
-    return None
+    now = datetime.now(UTC)
+    return Schedule.from_parts(
+        execute_at=parse_when(at, now=now) if at is not None else None,
+        cron=cron,
+        interval=timedelta(seconds=every) if every is not None else None,
+        timezone=tz,
+        now=now,
+    )
 
 
 def build_spec(
@@ -427,9 +426,7 @@ def build_spec(
     return JobSpec(
         schedule=schedule,
         executor=executor,
-        retry=RetryPolicy(
-            max_attempts or settings.max_attempts, settings.backoff_base, settings.backoff_max
-        ),
+        retry=retry_policy(settings, max_attempts=max_attempts),
         task=task,
         payload=payload,
         message=message,
@@ -699,23 +696,23 @@ def jobs_edit(ctx: click.Context, /, job_id: int, **options: Any) -> None:
             every=options["every"],
             tz=options["tz"] or spec.schedule.timezone,
         )
-        changes: dict[str, Any] = {"schedule": schedule or spec.schedule}
-        for name in ("name", "priority"):
-            if options[name] is not None:
-                changes[name] = options[name]
-        if options["timeout"] is not None:
-            changes["timeout"] = timedelta(seconds=options["timeout"])
-        if options["max_attempts"] is not None:
-            changes["retry"] = dataclasses.replace(spec.retry, max_attempts=options["max_attempts"])
-        if options["overlap"] is not None:
-            changes["overlap"] = OverlapPolicy(options["overlap"])
-        if options["misfire"] is not None:
-            changes["misfire"] = MisfirePolicy(options["misfire"])
-        if options["starting_deadline"] is not None:
-            changes["starting_deadline"] = timedelta(seconds=options["starting_deadline"])
-        return await edit_job(
-            conn, job_id, dataclasses.replace(spec, **changes), settings, owner_id=None
+
+        def seconds(name: str) -> timedelta | None:
+            value = options[name]
+            return timedelta(seconds=value) if value is not None else None
+
+        spec = edited(
+            spec,
+            schedule=schedule,
+            name=options["name"],
+            priority=options["priority"],
+            timeout=seconds("timeout"),
+            max_attempts=options["max_attempts"],
+            overlap=OverlapPolicy(options["overlap"]) if options["overlap"] else None,
+            misfire=MisfirePolicy(options["misfire"]) if options["misfire"] else None,
+            starting_deadline=seconds("starting_deadline"),
         )
+        return await edit_job(conn, job_id, spec, settings, owner_id=None)
 
     job = _run(ctx, work)
     click.echo(f"job {job_id} updated: next run at {_fmt(job['next_run_at'])}")

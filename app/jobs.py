@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from psycopg import errors as pg_errors
@@ -15,6 +15,7 @@ from app.errors import ConflictError, require_found
 from app.planner import plan, schedule_of
 from app.settings import Settings
 from app.store import jobs, partitions, runs
+from app.store.clock import db_now
 from app.store.db import AsyncConn
 
 
@@ -24,19 +25,11 @@ class Created:
     created: bool  # False: an earlier job with the same idempotency key
 
 
-async def _db_now(conn: AsyncConn) -> datetime:
-    cur = await conn.execute("SELECT now() AS now")
-    row = await cur.fetchone()
-    assert row is not None
-    now: datetime = row["now"]
-    return now
-
-
 async def create_job(conn: AsyncConn, owner_id: int, spec: JobSpec, settings: Settings) -> Created:
     """Insert the job and, in the same transaction, materialise its slots inside the
     horizon, so a job due in a second is not left waiting for the next planner pass."""
     async with conn.transaction():
-        now = await _db_now(conn)
+        now = await db_now(conn)
         first = spec.schedule.first_slot(now)
         row = await jobs.insert(conn, owner_id, spec, next_run_at=first)
         if row is None:
@@ -75,6 +68,21 @@ async def cancel_job(conn: AsyncConn, job_id: int, *, owner_id: int | None) -> d
         if not await jobs.cancel(conn, job_id, owner_id=owner_id):
             raise ConflictError(f"job {job_id} is already {job['state']}")
         return await runs.cancel_for_job(conn, job_id)
+
+
+def retry_policy(
+    settings: Settings,
+    *,
+    max_attempts: int | None = None,
+    backoff_base: timedelta | None = None,
+    backoff_max: timedelta | None = None,
+) -> RetryPolicy:
+    """A job's retry policy: what it asks for, the operator's defaults for the rest."""
+    return RetryPolicy(
+        max_attempts or settings.max_attempts,
+        backoff_base or settings.backoff_base,
+        backoff_max or settings.backoff_max,
+    )
 
 
 def spec_of(row: dict[str, Any]) -> JobSpec:
@@ -128,7 +136,7 @@ async def resume_job(
     """Plan again from now on: slots that fell inside the pause are not caught up."""
     async with conn.transaction():
         job = await _visible(conn, job_id, owner_id)
-        cursor = schedule_of(job).first_slot(await _db_now(conn))
+        cursor = schedule_of(job).first_slot(await db_now(conn))
         resumed = await jobs.set_state(
             conn,
             job_id,
@@ -149,7 +157,7 @@ async def trigger_job(conn: AsyncConn, job_id: int, *, owner_id: int | None) -> 
         job = await _visible(conn, job_id, owner_id)
         if job["state"] == JobState.CANCELLED:
             raise ConflictError(f"job {job_id} is cancelled")
-        now = await _db_now(conn)
+        now = await db_now(conn)
         (run,) = await runs.insert_slots(
             conn, [(job_id, job["owner_id"], now, job["priority"], RunState.QUEUED, None)]
         )
@@ -163,7 +171,7 @@ async def edit_job(
     are dropped, and the new schedule is planned from now."""
     async with conn.transaction():
         await _visible(conn, job_id, owner_id)
-        cursor = spec.schedule.first_slot(await _db_now(conn))
+        cursor = spec.schedule.first_slot(await db_now(conn))
         updated = await jobs.update(conn, job_id, spec, owner_id=owner_id, next_run_at=cursor)
         if updated is None:
             raise ConflictError(f"job {job_id} is cancelled")

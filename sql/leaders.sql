@@ -21,10 +21,3 @@ RETURNING leader_id, elected_at, expires_at
 DELETE FROM pgsched.leaders
  WHERE name = %(name)s::text
    AND leader_id = %(leader_id)s::text
-
--- name: leaders_get :one
--- Who leads a duty now, if anyone.
-SELECT leader_id, elected_at, expires_at,
-       expires_at > coalesce(%(now)s::timestamptz, now()) AS live
-  FROM pgsched.leaders
- WHERE name = %(name)s::text

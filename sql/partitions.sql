@@ -12,7 +12,3 @@ SELECT pgsched.ensure_partitions(coalesce(%(now)s::timestamptz, now()) - %(behin
 SELECT suffix
   FROM pgsched.drop_partitions(coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval)
        AS suffix
-
--- name: partitions_list :many
--- The partitions that exist, oldest first.
-SELECT suffix, lower_at, upper_at FROM pgsched.partitions ORDER BY lower_at

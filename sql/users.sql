@@ -7,12 +7,6 @@ VALUES (%(username)s::text, true, true)
 ON CONFLICT (username) DO UPDATE SET username = excluded.username
 RETURNING id, username, is_admin, shell_allowed, job_weight
 
--- name: users_get_by_name :one
--- One user by name.
-SELECT id, username, is_admin, shell_allowed, job_weight
-  FROM pgsched.users
- WHERE username = %(username)s::text
-
 -- name: users_insert :one
 -- Sign up (or an operator creating an account); a clash of names returns no row.
 INSERT INTO pgsched.users (username, password_hash, job_weight, is_admin, shell_allowed,
@@ -49,10 +43,6 @@ UPDATE pgsched.users
        shell_allowed = coalesce(%(shell_allowed)s::bool, shell_allowed)
  WHERE id = %(id)s::bigint
 RETURNING id, username, job_weight, is_admin, shell_allowed, created_at
-
--- name: users_set_password :exec
--- Store a (new) password hash, e.g. after a rehash with stronger parameters.
-UPDATE pgsched.users SET password_hash = %(password_hash)s::text WHERE id = %(id)s::bigint
 
 -- name: users_delete :exec
 -- Delete a user and, by cascade, their jobs, keys and tokens.

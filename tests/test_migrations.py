@@ -53,3 +53,28 @@ def test_loader_rejects_duplicates_and_misnamed(tmp_path) -> None:  # type: igno
     with pytest.raises(ValueError, match="must start with runs_"):
         load(tmp_path)
     assert parse(tmp_path / "runs.sql")[0].sql == "SELECT 1"
+
+
+def test_every_store_function_is_called() -> None:
+    """A query nobody calls is dead weight in sql/ and in the store: find it."""
+    store = ROOT / "app" / "store"
+    sources = {p: p.read_text() for p in (ROOT / "app").rglob("*.py")}
+    unused = []
+    for path in store.glob("*.py"):
+        if path.stem in {"db", "queries", "schema", "migrate"}:
+            continue
+        for fn in re.findall(r"^async def (\w+)\(", sources[path], re.M):
+            used = False
+            for other, text in sources.items():
+                if other == path:
+                    continue
+                # `from app.store import runs` / `... import secrets as secret_store`
+                aliases = {path.stem} | set(re.findall(rf"\b{path.stem} as (\w+)", text))
+                if any(re.search(rf"\b{a}\.{fn}\(", text) for a in aliases) or re.search(
+                    rf"from app\.store\.{path.stem} import [^\n]*\b{fn}\b", text
+                ):
+                    used = True
+                    break
+            if not used:
+                unused.append(f"{path.stem}.{fn}")
+    assert unused == []

@@ -9,6 +9,7 @@ import psycopg
 
 from app.domain.models import Completion, LogLine, LogStream, RunState
 from app.store import partitions, runs
+from app.store.clock import db_now as _now
 from app.store.db import AsyncConn, connect
 from tests.conftest import run
 from tests.helpers import query, seed_runs
@@ -39,14 +40,6 @@ def test_claim_takes_only_due_runs_highest_priority_first(db_url: str) -> None:
         assert len(later) == 5  # due in database time as injected
 
     run(main())
-
-
-async def _now(conn: AsyncConn) -> datetime:
-    cur = await conn.execute("SELECT now() AS now")
-    row = await cur.fetchone()
-    assert row is not None
-    now: datetime = row["now"]
-    return now
 
 
 def test_concurrent_claims_skip_locked_rows(db_url: str) -> None:

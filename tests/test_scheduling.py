@@ -17,6 +17,7 @@ from app.jobs import create_job, edit_job, pause_job, resume_job, trigger_job
 from app.planner import plan, skip_misfired
 from app.settings import Settings
 from app.store import runs, users
+from app.store.clock import db_now
 from app.store.db import AsyncConn, connect
 from tests.conftest import run
 from tests.helpers import query
@@ -37,11 +38,7 @@ def _spec(schedule: Schedule, **kw: Any) -> JobSpec:
 
 
 async def _db_minute(conn: AsyncConn) -> datetime:
-    cur = await conn.execute("SELECT date_trunc('minute', now()) AS t")
-    row = await cur.fetchone()
-    assert row is not None
-    t: datetime = row["t"]
-    return t
+    return (await db_now(conn)).replace(second=0, microsecond=0)
 
 
 async def _cron_job(conn: AsyncConn, owner: str, cursor: datetime, **kw: Any) -> int:

@@ -10,7 +10,7 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import JSONBody, PathParameter, QueryParameter
 from psycopg_pool import AsyncConnectionPool
 
-from app.api.auth import Auth, User, current_user
+from app.api.auth import Auth, User, current_user, digest
 from app.api.schemas import (
     ERRORS,
     AdminUserPatch,
@@ -131,8 +131,6 @@ class AuthController(Controller):
         API does, with a still-valid access token as the bearer."""
         async with _pool(request).connection() as conn:
             if data is not None and data.refresh_token:
-                from app.api.auth import digest
-
                 user_id = await refresh_tokens.consume(conn, digest(data.refresh_token))
                 if user_id is None:
                     raise UnauthorizedError("invalid or expired refresh token")

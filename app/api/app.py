@@ -119,12 +119,11 @@ async def healthz() -> Health:
 async def readyz(request: Request[Any, Any, Any]) -> Response[Health]:
     try:
         async with request.app.state.pool.connection(timeout=2) as conn:
-            cur = await conn.execute("SELECT version_num FROM pgsched.alembic_version")
-            row = await cur.fetchone()
+            applied = await migrate.applied_revision(conn)
     except Exception as exc:  # any failure here means "not ready", never a 500
         return Response(Health(status="unavailable", detail=type(exc).__name__), status_code=503)
     head = migrate.current_head()
-    if row is None or row["version_num"] != head:
+    if applied != head:
         return Response(Health(status="migrations pending", detail=f"want {head}"), status_code=503)
     return Response(Health(status="ready"))
 

@@ -24,6 +24,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from app.api.accounts import Authenticated, CurrentUser, _pool
 from app.api.schemas import ERRORS
 from app.store import runs
+from app.store.clock import db_now
 from app.store.db import AsyncConn, connect
 
 log = structlog.get_logger("pgsched.events")
@@ -89,10 +90,7 @@ class EventsController(Authenticated):
         hub: EventHub = request.app.state.events
         pool = _pool(request)
         async with pool.connection() as conn:
-            cur = await conn.execute("SELECT now() AS now")
-            row = await cur.fetchone()
-        assert row is not None
-        since: datetime = row["now"]
+            since = await db_now(conn)
 
         async def messages() -> AsyncIterator[ServerSentEventMessage]:
             nonlocal since

@@ -3,7 +3,7 @@ caller's own; another user's job or run is a 404, exactly like a missing one."""
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -26,9 +26,8 @@ from app.api.schemas import (
     out,
 )
 from app.api.text import reject_nul
-from app.domain.job import JobSpec, executor_of
+from app.domain.job import JobSpec, edited, executor_of
 from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy, RunState
-from app.domain.retry import RetryPolicy
 from app.domain.schedule import Schedule
 from app.errors import (
     ConflictError,
@@ -43,11 +42,13 @@ from app.jobs import (
     edit_job,
     pause_job,
     resume_job,
+    retry_policy,
     spec_of,
     trigger_job,
 )
 from app.settings import Settings
 from app.store import jobs, notifications, run_logs, runs
+from app.store.db import AsyncConn
 from app.tasks import REGISTRY
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
@@ -79,25 +80,8 @@ def job_out(row: dict[str, Any]) -> JobOut:
     return out(JobOut, {**row, "user_id": row["owner_id"], "status": status_of(row)})
 
 
-def _schedule(
-    *,
-    execute_at: datetime | None,
-    cron: str | None,
-    interval_seconds: float | None,
-    timezone: str,
-) -> Schedule | None:
-    if sum(x is not None for x in (execute_at, cron, interval_seconds)) > 1:
-        raise ValidationError("give one of execute_at, cron, interval_seconds", field="schedule")
-    if cron is not None:
-        return Schedule.cron_expr(cron, timezone)
-    if interval_seconds is not None:
-        return Schedule.every(timedelta(seconds=interval_seconds), datetime.now(UTC), timezone)
-    if execute_at is not None:
-        return Schedule.once(execute_at, timezone)
-    return None
-
-
 def spec_from(body: JobIn, user: CurrentUser, settings: Settings, key: str | None) -> JobSpec:
+    http = msgspec.structs.asdict(body.http) if body.http else None
     reject_nul(
         message=body.message,
         name=body.name,
@@ -106,18 +90,20 @@ def spec_from(body: JobIn, user: CurrentUser, settings: Settings, key: str | Non
         cron=body.cron,
         timezone=body.timezone,
         args=body.args,
-        http=msgspec.structs.asdict(body.http) if body.http else None,
+        http=http,
         notify_url=body.notify_url,
         idempotency_key=key,
     )
-    schedule = _schedule(
+    now = datetime.now(UTC)
+    schedule = Schedule.from_parts(
         execute_at=body.execute_at,
         cron=body.cron,
-        interval_seconds=body.interval_seconds,
+        interval=_seconds(body.interval_seconds),
         timezone=body.timezone,
-    ) or Schedule.once(datetime.now(UTC), body.timezone)
+        now=now,
+    ) or Schedule.once(now, body.timezone)
     executor, task, payload = executor_of(
-        http=msgspec.structs.asdict(body.http) if body.http else None,
+        http=http,
         shell=body.shell,
         task=body.task,
         args=body.args,
@@ -135,29 +121,26 @@ def spec_from(body: JobIn, user: CurrentUser, settings: Settings, key: str | Non
         payload=payload,
         message=body.message,
         name=body.name,
-        retry=RetryPolicy(
-            body.max_attempts or settings.max_attempts,
-            timedelta(seconds=body.backoff_base_seconds)
-            if body.backoff_base_seconds
-            else settings.backoff_base,
-            timedelta(seconds=body.backoff_max_seconds)
-            if body.backoff_max_seconds
-            else settings.backoff_max,
+        retry=retry_policy(
+            settings,
+            max_attempts=body.max_attempts,
+            backoff_base=_seconds(body.backoff_base_seconds),
+            backoff_max=_seconds(body.backoff_max_seconds),
         ),
         timeout=timedelta(seconds=body.timeout_seconds),
         priority=body.priority,
         overlap=OverlapPolicy(body.overlap),
         misfire=MisfirePolicy(body.misfire),
-        starting_deadline=(
-            timedelta(seconds=body.starting_deadline_seconds)
-            if body.starting_deadline_seconds
-            else None
-        ),
+        starting_deadline=_seconds(body.starting_deadline_seconds),
         idempotency_key=key,
         notify_url=body.notify_url,
         notify_on_success="success" in body.notify_on,
         notify_on_failure="failure" in body.notify_on,
     )
+
+
+def _seconds(value: float | None) -> timedelta | None:
+    return timedelta(seconds=value) if value is not None else None
 
 
 def _patched(spec: JobSpec, body: JobPatch) -> JobSpec:
@@ -168,32 +151,44 @@ def _patched(spec: JobSpec, body: JobPatch) -> JobSpec:
         timezone=body.timezone,
         notify_url=body.notify_url,
     )
-    schedule = _schedule(
-        execute_at=body.execute_at,
-        cron=body.cron,
-        interval_seconds=body.interval_seconds,
-        timezone=body.timezone or spec.schedule.timezone,
+    return edited(
+        spec,
+        schedule=Schedule.from_parts(
+            execute_at=body.execute_at,
+            cron=body.cron,
+            interval=_seconds(body.interval_seconds),
+            timezone=body.timezone or spec.schedule.timezone,
+            now=datetime.now(UTC),
+        ),
+        message=body.message,
+        name=body.name,
+        priority=body.priority,
+        timeout=_seconds(body.timeout_seconds),
+        max_attempts=body.max_attempts,
+        overlap=OverlapPolicy(body.overlap) if body.overlap else None,
+        misfire=MisfirePolicy(body.misfire) if body.misfire else None,
+        starting_deadline=_seconds(body.starting_deadline_seconds),
+        notify_url=body.notify_url,
     )
-    changes: dict[str, Any] = {"schedule": schedule or spec.schedule}
-    for name in ("message", "name", "priority", "notify_url"):
-        if getattr(body, name) is not None:
-            changes[name] = getattr(body, name)
-    if body.timeout_seconds is not None:
-        changes["timeout"] = timedelta(seconds=body.timeout_seconds)
-    if body.max_attempts is not None:
-        changes["retry"] = dataclasses.replace(spec.retry, max_attempts=body.max_attempts)
-    if body.overlap is not None:
-        changes["overlap"] = OverlapPolicy(body.overlap)
-    if body.misfire is not None:
-        changes["misfire"] = MisfirePolicy(body.misfire)
-    if body.starting_deadline_seconds is not None:
-        changes["starting_deadline"] = timedelta(seconds=body.starting_deadline_seconds)
-    return dataclasses.replace(spec, **changes)
 
 
 async def _job(request: Request[Any, Any, Any], job_id: int, user: CurrentUser) -> dict[str, Any]:
     async with _pool(request).connection() as conn:
         return require_found(await jobs.get(conn, job_id, owner_id=user.id), "job", job_id)
+
+
+async def _acted(
+    request: Request[Any, Any, Any],
+    job_id: int,
+    user: CurrentUser,
+    action: Callable[[AsyncConn], Awaitable[Any]],
+) -> Envelope[JobOut]:
+    """Run a use-case on the caller's job, then answer with the job as it now stands,
+    on one connection."""
+    async with _pool(request).connection() as conn:
+        await action(conn)
+        row = await jobs.get(conn, job_id, owner_id=user.id)
+    return Envelope(job_out(require_found(row, "job", job_id)))
 
 
 class JobsController(Authenticated):
@@ -260,9 +255,9 @@ class JobsController(Authenticated):
     ) -> Envelope[JobOut]:
         settings: Settings = request.app.state.settings
         spec = _patched(spec_of(await _job(request, job_id, user)), data)
-        async with _pool(request).connection() as conn:
-            await edit_job(conn, job_id, spec, settings, owner_id=user.id)
-        return Envelope(job_out(await _job(request, job_id, user)))
+        return await _acted(
+            request, job_id, user, lambda c: edit_job(c, job_id, spec, settings, owner_id=user.id)
+        )
 
     @delete(
         "/{job_id:int}",
@@ -289,25 +284,24 @@ class JobsController(Authenticated):
     async def cancel(
         self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[JobOut]:
-        async with _pool(request).connection() as conn:
-            await cancel_job(conn, job_id, owner_id=user.id)
-        return Envelope(job_out(await _job(request, job_id, user)))
+        return await _acted(
+            request, job_id, user, lambda c: cancel_job(c, job_id, owner_id=user.id)
+        )
 
     @post("/{job_id:int}/pause", responses=ERRORS, status_code=200, summary="Pause a job")
     async def pause(
         self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[JobOut]:
-        async with _pool(request).connection() as conn:
-            await pause_job(conn, job_id, owner_id=user.id)
-        return Envelope(job_out(await _job(request, job_id, user)))
+        return await _acted(request, job_id, user, lambda c: pause_job(c, job_id, owner_id=user.id))
 
     @post("/{job_id:int}/resume", responses=ERRORS, status_code=200, summary="Resume a paused job")
     async def resume(
         self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[JobOut]:
-        async with _pool(request).connection() as conn:
-            await resume_job(conn, job_id, request.app.state.settings, owner_id=user.id)
-        return Envelope(job_out(await _job(request, job_id, user)))
+        settings: Settings = request.app.state.settings
+        return await _acted(
+            request, job_id, user, lambda c: resume_job(c, job_id, settings, owner_id=user.id)
+        )
 
     @post("/{job_id:int}/trigger", responses=ERRORS, status_code=201, summary="Run a job now")
     async def trigger(

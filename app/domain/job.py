@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -106,3 +107,38 @@ _CHECKS = {
     ExecutorKind.HTTP: _check_http,
     ExecutorKind.SHELL: _check_shell,
 }
+
+
+def edited(
+    spec: JobSpec,
+    *,
+    schedule: Schedule | None = None,
+    message: str | None = None,
+    name: str | None = None,
+    priority: int | None = None,
+    timeout: timedelta | None = None,
+    max_attempts: int | None = None,
+    overlap: OverlapPolicy | None = None,
+    misfire: MisfirePolicy | None = None,
+    starting_deadline: timedelta | None = None,
+    notify_url: str | None = None,
+) -> JobSpec:
+    """`spec` with the given fields changed (None keeps a field), validated again."""
+    changes: dict[str, Any] = {
+        key: value
+        for key, value in {
+            "schedule": schedule,
+            "message": message,
+            "name": name,
+            "priority": priority,
+            "timeout": timeout,
+            "overlap": overlap,
+            "misfire": misfire,
+            "starting_deadline": starting_deadline,
+            "notify_url": notify_url,
+        }.items()
+        if value is not None
+    }
+    if max_attempts is not None:
+        changes["retry"] = dataclasses.replace(spec.retry, max_attempts=max_attempts)
+    return dataclasses.replace(spec, **changes)

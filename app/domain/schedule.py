@@ -88,6 +88,30 @@ class Schedule:
             anchor=require_aware(anchor, "anchor"),
         )
 
+    @classmethod
+    def from_parts(
+        cls,
+        *,
+        execute_at: datetime | None,
+        cron: str | None,
+        interval: timedelta | None,
+        timezone: str,
+        now: datetime,
+    ) -> Schedule | None:
+        """The schedule a request names with at most one of a time, a cron expression or
+        an interval (anchored at `now`); None when it names none."""
+        if sum(x is not None for x in (execute_at, cron, interval)) > 1:
+            raise InvalidScheduleError(
+                "give one schedule: a time, a cron expression or an interval", field="schedule"
+            )
+        if cron is not None:
+            return cls.cron_expr(cron, timezone)
+        if interval is not None:
+            return cls.every(interval, now, timezone)
+        if execute_at is not None:
+            return cls.once(execute_at, timezone)
+        return None
+
     def _iter(self, start: datetime) -> croniter:
         assert self.cron is not None
         return croniter(self.cron, start, second_at_beginning=True)

@@ -40,7 +40,9 @@ class Service:
         """Run the next tick now rather than at the end of the interval."""
         self._kick.set()
 
-    async def _loop(self) -> None:
+    async def _loop(self, tick_now: bool) -> None:
+        if not tick_now:
+            await self._wait()
         while True:
             if self.should_run():
                 try:
@@ -49,12 +51,16 @@ class Service:
                     raise
                 except Exception:
                     log.exception("service_tick_failed", service=self.name)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), self.interval.total_seconds())
-            self._kick.clear()
+            await self._wait()
 
-    def start(self) -> asyncio.Task[None]:
-        self._task = asyncio.create_task(self._loop(), name=self.name)
+    async def _wait(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._kick.wait(), self.interval.total_seconds())
+        self._kick.clear()
+
+    def start(self, *, tick_now: bool = True) -> asyncio.Task[None]:
+        """Run the loop; `tick_now=False` when the caller has just run a tick itself."""
+        self._task = asyncio.create_task(self._loop(tick_now), name=self.name)
         return self._task
 
     async def stop(self) -> None:

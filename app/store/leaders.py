@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from app.store.db import AsyncConn
 from app.store.queries import exec_, one
@@ -18,7 +17,3 @@ async def attempt_elect(
 
 async def resign(conn: AsyncConn, name: str, leader_id: str) -> None:
     await exec_(conn, "leaders_resign", name=name, leader_id=leader_id)
-
-
-async def get(conn: AsyncConn, name: str, *, now: datetime | None = None) -> dict[str, Any] | None:
-    return await one(conn, "leaders_get", name=name, now=now)

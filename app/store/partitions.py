@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from app.store.db import AsyncConn
 from app.store.queries import many, one
@@ -26,7 +25,3 @@ async def drop_expired(
 ) -> list[str]:
     rows = await many(conn, "partitions_drop_expired", retention=retention, now=now)
     return [r["suffix"] for r in rows]
-
-
-async def list_(conn: AsyncConn) -> list[dict[str, Any]]:
-    return await many(conn, "partitions_list")

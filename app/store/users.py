@@ -14,10 +14,6 @@ async def ensure(conn: AsyncConn, username: str) -> dict[str, Any]:
     return row
 
 
-async def get_by_name(conn: AsyncConn, username: str) -> dict[str, Any] | None:
-    return await one(conn, "users_get_by_name", username=username)
-
-
 async def insert(
     conn: AsyncConn,
     *,
@@ -69,10 +65,6 @@ async def update(
         is_admin=is_admin,
         shell_allowed=shell_allowed,
     )
-
-
-async def set_password(conn: AsyncConn, user_id: int, password_hash: str) -> None:
-    await exec_(conn, "users_set_password", id=user_id, password_hash=password_hash)
 
 
 async def delete(conn: AsyncConn, user_id: int) -> None:

@@ -112,6 +112,10 @@ class Worker:
         self._stopping = False
         self._window: tuple[datetime, datetime] | None = None
         self._window_at = 0.0
+        # The earliest future due time, as a monotonic deadline, and whether it must be
+        # asked again (see _sleep).
+        self._due_timer: float | None = None
+        self._due_stale = True
         self.completer = Completer(pool, self.id, on_written=self._forget)
         self.heartbeat = Heartbeat(
             url,
@@ -226,20 +230,47 @@ class Worker:
         return self._window
 
     async def _sleep(self, *, idle: bool) -> None:
-        """Wait for a wake-up; with free slots, no longer than the next known due time."""
-        timeout = self.settings.poll_interval.total_seconds()
+        """Wait for a wake-up; with free slots, no longer than the next known due time.
+
+        The next due time is asked of the database only when it may have changed: after
+        a NOTIFY of inserted or released runs, after the timer for it fired, or after
+        the listener reconnected. A slot freed by a finished execution changes nothing
+        about it, so a busy worker with an empty queue does not ask once per run.
+        """
+        poll = self.settings.poll_interval.total_seconds()
+        timeout = poll
         if idle:
-            try:
-                async with self._pool.connection() as conn:
-                    due_at, db_now = await runs.next_due(conn)
-                if due_at is not None:
-                    timeout = min(timeout, max(0.0, (due_at - db_now).total_seconds()))
-            except psycopg.OperationalError:
-                timeout = RECONNECT_DELAY_SECONDS
+            if self._due_stale:
+                try:
+                    async with self._pool.connection() as conn:
+                        due_at, db_now = await runs.next_due(conn)
+                except psycopg.OperationalError:
+                    due_at, db_now = None, None
+                    timeout = RECONNECT_DELAY_SECONDS
+                else:
+                    self._due_stale = False
+                self._due_timer = (
+                    self._clock.monotonic() + (due_at - db_now).total_seconds()
+                    if due_at is not None and db_now is not None
+                    else None
+                )
+            if self._due_timer is not None:
+                timeout = min(timeout, max(0.0, self._due_timer - self._clock.monotonic()))
+        woken = True
         if timeout > 0:
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                woken = False
+        if not woken or (self._due_timer is not None and timeout == 0):
+            # the timer (or the poll) fired: what was next is due now; ask again later
+            self._due_stale = True
+            self._due_timer = None
         self._wake.clear()
+
+    def _runs_changed(self) -> None:
+        self._due_stale = True
+        self._wake.set()
 
     async def _listen(self) -> None:
         """LISTEN for inserted runs (wake up) and cancel requests; reconnect forever."""
@@ -249,13 +280,13 @@ class Worker:
                 conn = await connect(self._url, name="pgsched-listener")
                 await conn.execute("LISTEN pgsched_runs")
                 await conn.execute("LISTEN pgsched_cancel")
-                self._wake.set()  # notifications sent while we were away are lost: look now
+                self._runs_changed()  # notifications sent while we were away are lost
                 async for note in conn.notifies():
                     if note.channel == "pgsched_cancel" and note.payload:
                         ids = [int(x) for x in note.payload.split(",") if x]
                         self._stop_runs(ids, StopReason.CANCELLED)
                     else:
-                        self._wake.set()
+                        self._runs_changed()
             except psycopg.OperationalError as exc:
                 log.warning("listener_reconnecting", error=str(exc).strip().splitlines()[0])
                 await asyncio.sleep(RECONNECT_DELAY_SECONDS)

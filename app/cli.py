@@ -86,7 +86,32 @@ def _url(settings: Settings) -> str:
     return settings.database_url or embedded.running_url(settings.data_dir)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineErrors(click.Group):
+    """Every error, a usage error included, ends in one line on stderr and a non-zero
+    exit (click's default adds the usage and a hint around it)."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.format_message())  # a bare `pgsched` shows its help
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"Error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--database-url", help="PostgreSQL URL [PGSCHED_DATABASE_URL].")
 @click.option("--log-level", help="debug, info, warning or error [PGSCHED_LOG_LEVEL].")
 @click.version_option(package_name="pgsched")

@@ -166,6 +166,11 @@ def test_up_on_embedded_postgres_runs_cli_jobs_on_time(
         (["jobs", "create", "--shell", "true"], "shell jobs are disabled"),
         (["jobs", "create", "--args", "{not json"], "not valid JSON"),
         (["jobs", "create", "--http", "ftp://example.com"], "http(s) url"),
+        (["jobs", "create", "--cron", "* * * * *", "--at", "now"], "give one schedule"),
+        # usage errors too: one line, not click's usage block
+        (["jobs", "show", "abc"], "Invalid value for 'JOB_ID'"),
+        (["jobs", "create", "--max-attempts", "0"], "Invalid value for '--max-attempts'"),
+        (["nosuch"], "No such command"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(

@@ -27,7 +27,7 @@ from app.clock import SystemClock
 from app.domain.job import JobSpec, edited, executor_of
 from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy
 from app.domain.schedule import Schedule
-from app.errors import AppError, ValidationError, require_found
+from app.errors import AppError, UnavailableError, ValidationError, require_found
 from app.jobs import (
     cancel_job,
     create_job,
@@ -62,6 +62,7 @@ T = TypeVar("T")
 
 DEFAULT_OWNER = "local"
 POOL_OPEN_TIMEOUT = 10.0
+API_START_POLL_SECONDS = 0.02
 
 
 @contextmanager
@@ -205,13 +206,17 @@ def api(ctx: click.Context, host: str | None, port: int | None) -> None:
         asyncio.run(_serve_api(settings, url, asyncio.Event()))
 
 
-async def _serve_api(settings: Settings, url: str, stop: asyncio.Event) -> None:
-    """uvicorn in this event loop, until SIGTERM/SIGINT or `stop`."""
+async def _serve_api(
+    settings: Settings, url: str, stop: asyncio.Event, ready: asyncio.Event | None = None
+) -> None:
+    """uvicorn in this event loop, until SIGTERM/SIGINT or `stop`; `ready` is set once
+    it listens. A port it cannot bind is an UnavailableError, not uvicorn's exit."""
     import uvicorn
 
     from app.api.app import create_app
 
     await (await connect(url, name="pgsched-probe")).close()
+    where = f"{settings.api_host}:{settings.api_port}"
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(settings, url),
@@ -222,7 +227,23 @@ async def _serve_api(settings: Settings, url: str, stop: asyncio.Event) -> None:
             lifespan="on",
         )
     )
-    serving = asyncio.create_task(server.serve())
+
+    async def run_server() -> None:
+        try:
+            await server.serve()
+        except SystemExit:  # uvicorn exits the process when it cannot start
+            raise UnavailableError(f"the API could not listen on {where}") from None
+
+    serving = asyncio.create_task(run_server())
+    # uvicorn offers no event for "listening", only its `started` flag: poll it briefly.
+    while not server.started and not serving.done():  # noqa: ASYNC110
+        await asyncio.sleep(API_START_POLL_SECONDS)
+    if not server.started:
+        await serving
+        raise UnavailableError(f"the API could not listen on {where}")
+    log.info("api_listening", host=settings.api_host, port=settings.api_port)
+    if ready is not None:
+        ready.set()
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait([serving, stopper], return_when=asyncio.FIRST_COMPLETED)
     server.should_exit = True
@@ -247,6 +268,18 @@ def migrate(ctx: click.Context, revision: str, down_to: str | None) -> None:
     click.echo(f"migrated to {down_to or revision}")
 
 
+async def _start_api(settings: Settings, url: str, stop: asyncio.Event) -> asyncio.Task[None]:
+    """Start the API and wait until it listens (or fails, before any run is claimed)."""
+    ready = asyncio.Event()
+    api_task = asyncio.create_task(_serve_api(settings, url, stop, ready), name="api")
+    ready_wait = asyncio.create_task(ready.wait())
+    await asyncio.wait([api_task, ready_wait], return_when=asyncio.FIRST_COMPLETED)
+    ready_wait.cancel()
+    if api_task.done():
+        await api_task  # raises why it could not start
+    return api_task
+
+
 async def serve(settings: Settings, url: str, *, with_api: bool = False) -> None:
     """Wire one process: pool, executors, worker, planner, elector, leader duties,
     notifier, and (for `up`) the API."""
@@ -263,6 +296,7 @@ async def serve(settings: Settings, url: str, *, with_api: bool = False) -> None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    api_task = await _start_api(settings, url, stop) if with_api else None
     async with httpx.AsyncClient(follow_redirects=False) as client:
         executors: dict[ExecutorKind, Executor] = {
             ExecutorKind.PYTHON: PythonExecutor(REGISTRY),
@@ -282,11 +316,6 @@ async def serve(settings: Settings, url: str, *, with_api: bool = False) -> None
         await planner.run_once()
         for service in services:
             service.start(tick_now=service not in (elector, planner))
-        api_task = (
-            asyncio.create_task(_serve_api(settings, url, stop), name="api") if with_api else None
-        )
-        if api_task:
-            log.info("api_listening", host=settings.api_host, port=settings.api_port)
         try:
             await the_worker.run(stop)
         finally:

@@ -213,3 +213,19 @@ def test_cancel_stops_queued_runs(db_url: str, tmp_path: Path) -> None:
     assert _json(env, "jobs", "show", str(created["id"]))["next_run_at"] is None
     again = pgsched(env, "jobs", "cancel", str(created["id"]))
     assert again.returncode != 0 and "already cancelled" in again.stderr
+
+
+def test_up_with_its_api_port_taken_fails_with_one_clear_line(db_url: str, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = _env(tmp_path, PGSCHED_DATABASE_URL=db_url, PGSCHED_API_PORT=str(port))
+        result = pgsched(env, "up")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"Error: the API could not listen on 127.0.0.1:{port}"
+    )
+    assert "worker_started" not in result.stderr  # nothing was claimed

@@ -22,7 +22,7 @@ import psycopg
 import structlog
 from psycopg_pool import PoolTimeout
 
-from app import embedded
+from app import embedded, metrics
 from app.clock import SystemClock
 from app.domain.job import JobSpec, edited, executor_of
 from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy
@@ -137,6 +137,11 @@ def _worker_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="Executions at once [PGSCHED_CONCURRENCY].",
     )(f)
     f = click.option(
+        "--metrics-port",
+        type=click.IntRange(1, 65535),
+        help="Serve Prometheus metrics on this port [PGSCHED_METRICS_PORT].",
+    )(f)
+    f = click.option(
         "--import",
         "imports",
         multiple=True,
@@ -152,10 +157,12 @@ def _api_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _apply_worker_options(
-    settings: Settings, concurrency: int | None, imports: Sequence[str]
+    settings: Settings, concurrency: int | None, imports: Sequence[str], metrics_port: int | None
 ) -> Settings:
     return settings.with_overrides(
-        concurrency=concurrency, imports=(*settings.imports, *imports) or None
+        concurrency=concurrency,
+        imports=(*settings.imports, *imports) or None,
+        metrics_port=metrics_port,
     )
 
 
@@ -167,14 +174,15 @@ def up(
     ctx: click.Context,
     concurrency: int | None,
     imports: tuple[str, ...],
+    metrics_port: int | None,
     host: str | None,
     port: int | None,
 ) -> None:
     """Run everything in one process (API, worker, planner, leader duties); embedded
     PostgreSQL unless a URL is given."""
-    settings = _apply_worker_options(_settings(ctx), concurrency, imports).with_overrides(
-        api_host=host, api_port=port
-    )
+    settings = _apply_worker_options(
+        _settings(ctx), concurrency, imports, metrics_port
+    ).with_overrides(api_host=host, api_port=port)
     with _errors():
         url = settings.database_url
         if url is None:
@@ -188,9 +196,14 @@ def up(
 @main.command()
 @_worker_options
 @click.pass_context
-def worker(ctx: click.Context, concurrency: int | None, imports: tuple[str, ...]) -> None:
+def worker(
+    ctx: click.Context,
+    concurrency: int | None,
+    imports: tuple[str, ...],
+    metrics_port: int | None,
+) -> None:
     """Run a worker (with its planner and the leader-elected maintenance duties)."""
-    settings = _apply_worker_options(_settings(ctx), concurrency, imports)
+    settings = _apply_worker_options(_settings(ctx), concurrency, imports, metrics_port)
     with _errors():
         asyncio.run(serve(settings, _url(settings)))
 
@@ -296,6 +309,13 @@ async def serve(settings: Settings, url: str, *, with_api: bool = False) -> None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if settings.metrics_port is not None:
+        try:
+            metrics.serve(settings.metrics_port, settings.metrics_host)
+        except OSError as exc:
+            where = f"{settings.metrics_host}:{settings.metrics_port}"
+            raise UnavailableError(f"metrics could not listen on {where}: {exc}") from None
+        log.info("metrics_listening", host=settings.metrics_host, port=settings.metrics_port)
     api_task = await _start_api(settings, url, stop) if with_api else None
     async with httpx.AsyncClient(follow_redirects=False) as client:
         executors: dict[ExecutorKind, Executor] = {

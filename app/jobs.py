@@ -8,6 +8,7 @@ from typing import Any
 
 from psycopg import errors as pg_errors
 
+from app import metrics
 from app.domain.job import JobSpec
 from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy, RunState
 from app.domain.retry import RetryPolicy
@@ -38,7 +39,8 @@ async def create_job(conn: AsyncConn, owner_id: int, spec: JobSpec, settings: Se
             assert existing is not None
             return Created(existing, created=False)
         await _plan_now(conn, row["id"], settings)
-        return Created(row, created=True)
+    metrics.JOBS_CREATED.inc()
+    return Created(row, created=True)
 
 
 async def _plan_now(conn: AsyncConn, job_id: int, settings: Settings) -> None:

@@ -50,6 +50,7 @@ _PARSERS: dict[type | str, Callable[[str], Any]] = {
     "bool": _bool,
     "timedelta": _seconds,
     "int": _positive_int,
+    "int | None": _positive_int,
     "float": float,
     "str": str,
     "str | None": str,
@@ -80,6 +81,8 @@ class Settings:
     imports: tuple[str, ...] = ()
     max_log_lines: int = 1000
     max_log_line_bytes: int = 4096
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None  # a worker serves /metrics here when set
 
     # Planner
     plan_horizon: timedelta = timedelta(minutes=10)

@@ -46,7 +46,8 @@ SELECT j.*, u.username AS owner, last.state AS last_run_state
    AND j.owner_id = coalesce(%(owner_id)s::bigint, j.owner_id)
 
 -- name: jobs_list :many
--- Jobs, newest first, with their latest run's state; keyset paginated by id.
+-- Jobs, newest first, with their latest run's state; keyset paginated by id; filtered
+-- by state and by a part of the name.
 SELECT j.*, u.username AS owner, last.state AS last_run_state,
        last.finished_at AS last_run_finished_at
   FROM pgsched.jobs AS j
@@ -61,6 +62,7 @@ SELECT j.*, u.username AS owner, last.state AS last_run_state,
  WHERE j.owner_id = coalesce(%(owner_id)s::bigint, j.owner_id)
    AND j.id < coalesce(%(before_id)s::bigint, 9223372036854775807)
    AND (%(state)s::pgsched.job_state IS NULL OR j.state = %(state)s::pgsched.job_state)
+   AND (%(name)s::text IS NULL OR strpos(lower(j.name), lower(%(name)s::text)) > 0)
  ORDER BY j.id DESC
  LIMIT %(limit)s::int
 

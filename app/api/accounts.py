@@ -109,10 +109,7 @@ class AuthController(Controller):
     ) -> Envelope[LoginOut]:
         auth: Auth = request.app.state.auth
         async with _pool(request).connection() as conn:
-            row = await users.get_for_login(conn, data.username)
-            if not auth.check_password(row["password_hash"] if row else None, data.password):
-                raise UnauthorizedError("wrong username or password")
-            assert row is not None
+            row = await auth.login(conn, data.username, data.password)
             tokens = await _tokens(request, conn, row["id"])
         return Envelope(
             LoginOut(

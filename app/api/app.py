@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -15,14 +16,18 @@ from litestar.config.cors import CORSConfig
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.plugins.prometheus import PrometheusConfig
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from litestar.template.config import TemplateConfig
 
-from app import __version__
+from app import __version__, metrics
 from app.api.accounts import AdminController, AuthController, MeController, UsersController
 from app.api.auth import Auth
 from app.api.events import EventHub, EventsController
 from app.api.jobs import DeadLettersController, JobsController, RunsController
 from app.api.schemas import ERRORS, Envelope, ErrorDetail, ErrorEnvelope, Health
+from app.api.ui import DashboardController, home
 from app.errors import (
     AppError,
     ConflictError,
@@ -128,6 +133,19 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[Health]:
     return Response(Health(status="ready"))
 
 
+@get("/metrics", include_in_schema=False)
+async def prometheus_metrics(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """This process's metrics, and the cluster's gauges read from the database now (a
+    database that cannot answer leaves them at their last values)."""
+    try:
+        async with request.app.state.pool.connection(timeout=2) as conn:
+            await metrics.refresh_database_gauges(conn)
+    except Exception as exc:  # a scrape must still answer with the process metrics
+        log.warning("metrics_database_unavailable", error=type(exc).__name__)
+    body, content_type = metrics.exposition()
+    return Response(body, media_type=content_type)
+
+
 def create_app(settings: Settings, url: str) -> Litestar:
     # Jobs naming a python task are checked against the tasks this process knows.
     import_modules(settings.imports)
@@ -151,10 +169,21 @@ def create_app(settings: Settings, url: str) -> Litestar:
                 await hub_task
             await pool.close()
 
+    # Requests by route template (not raw path) and status, with a latency histogram.
+    requests = PrometheusConfig(
+        app_name="pgsched",
+        prefix="pgsched_api",
+        group_path=True,
+        buckets=list(metrics.SECONDS_BUCKETS),
+        exclude=["/metrics"],
+    )
     return Litestar(
         route_handlers=[
             healthz,
             readyz,
+            prometheus_metrics,
+            home,
+            DashboardController,
             UsersController,
             AuthController,
             MeController,
@@ -165,6 +194,10 @@ def create_app(settings: Settings, url: str) -> Litestar:
             EventsController,
         ],
         lifespan=[lifespan],
+        middleware=[requests.middleware],
+        template_config=TemplateConfig(
+            directory=Path(__file__).parent / "templates", engine=JinjaTemplateEngine
+        ),
         exception_handlers={
             AppError: app_error,
             psycopg.Error: database_error,

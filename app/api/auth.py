@@ -68,6 +68,14 @@ class Auth:
         except (VerificationError, InvalidHashError):
             return False
 
+    async def login(self, conn: AsyncConn, username: str, password: str) -> dict[str, Any]:
+        """The user row these credentials belong to; a 401 otherwise."""
+        row = await users.get_for_login(conn, username)
+        # check_password runs against a dummy hash when the user does not exist.
+        if not self.check_password(row["password_hash"] if row else None, password) or not row:
+            raise UnauthorizedError("wrong username or password")
+        return row
+
     def issue_access(self, user_id: int) -> tuple[str, datetime]:
         now = datetime.now(UTC)
         expire = now + self._settings.access_token_ttl
@@ -114,7 +122,11 @@ def _credentials(request: Request[Any, Any, Any]) -> str:
 
 async def current_user(request: Request[Any, Any, Any]) -> User:
     """Litestar dependency: the caller, from a bearer token or an API key."""
-    token = _credentials(request)
+    return await user_of(request, _credentials(request))
+
+
+async def user_of(request: Request[Any, Any, Any], token: str) -> User:
+    """The user an access token or API key stands for; a 401 if none."""
     auth: Auth = request.app.state.auth
     pool: AsyncConnectionPool[AsyncConn] = request.app.state.pool
     async with pool.connection() as conn:

@@ -18,6 +18,7 @@ import psycopg
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
+from app import metrics
 from app.clock import Clock
 from app.maintenance.service import Service
 from app.settings import Settings
@@ -66,6 +67,7 @@ class Elector(Service):
             return
         log.info("leader_elected" if leader else "leader_lost", leader_id=self.leader_id)
         self._is_leader = leader
+        metrics.IS_LEADER.set(1 if leader else 0)
         if leader:
             for service in self._on_elected:
                 service.kick()

@@ -119,6 +119,7 @@ async def list_(
     limit: int,
     before_id: int | None = None,
     state: JobState | None = None,
+    name: str | None = None,
 ) -> list[dict[str, Any]]:
     return await many(
         conn,
@@ -127,6 +128,7 @@ async def list_(
         limit=limit,
         before_id=before_id,
         state=state.value if state else None,
+        name=name or None,
     )
 
 

@@ -16,6 +16,7 @@ import psycopg
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
+from app import metrics
 from app.domain.models import Completion, RunKey
 from app.store import runs
 from app.store.db import AsyncConn
@@ -76,6 +77,7 @@ class Completer:
         for completion in batch:
             if completion.key.id not in taken:
                 self.fenced += 1
+                metrics.COMPLETIONS_FENCED.inc()
                 log.warning(
                     "completion_fenced",
                     run_id=completion.key.id,

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import psycopg
 import structlog
 
+from app import metrics
 from app.clock import Clock
 from app.domain.models import RunKey
 from app.settings import Settings
@@ -92,8 +93,10 @@ class Heartbeat:
                 running=self._running(),
             )
             self.renewals += 1
+            metrics.HEARTBEATS.inc()
         except psycopg.OperationalError as exc:
             self.failures += 1
+            metrics.HEARTBEAT_FAILURES.inc()
             log.warning("heartbeat_failed", error=str(exc).strip().splitlines()[0])
             if self._conn is not None:
                 with contextlib.suppress(psycopg.Error):
@@ -110,6 +113,7 @@ class Heartbeat:
                 held[key] = sent_at
         if lost:
             log.warning("lease_lost", run_ids=[k.id for k in lost])
+            metrics.LEASES_LOST.inc(len(lost))
             self._on_lost(lost)
         if cancelled:
             self._on_cancel(cancelled)
@@ -120,4 +124,5 @@ class Heartbeat:
         stale = [k for k, renewed_at in self._held().items() if now - renewed_at > limit]
         if stale:
             log.warning("lease_expired_locally", run_ids=[k.id for k in stale])
+            metrics.LEASES_LOST.inc(len(stale))
             self._on_lost(stale)

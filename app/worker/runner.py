@@ -31,6 +31,7 @@ import psycopg
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
+from app import metrics
 from app.clock import Clock
 from app.domain.models import (
     Claim,
@@ -72,6 +73,7 @@ class StopReason(StrEnum):
 @dataclass(eq=False)
 class Execution:
     claim: Claim
+    started: float
     stop_reason: StopReason | None = None
     stop_requested: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
@@ -217,8 +219,12 @@ class Worker:
             claims = await runs.claim(
                 conn, worker_id=self.id, limit=limit, lease=self.settings.lease, window=window
             )
+        metrics.observe_claim(
+            [c.executor.value for c in claims], [c.started_at - c.due_at for c in claims]
+        )
         for claim in claims:
             self._start(claim, sent_at)
+        metrics.RUNS_EXECUTING.set(len(self._executions))
         self.claimed += len(claims)
         return len(claims)
 
@@ -298,7 +304,7 @@ class Worker:
     # -- executing ---------------------------------------------------------------------
 
     def _start(self, claim: Claim, claimed_at: float) -> None:
-        execution = Execution(claim)
+        execution = Execution(claim, claimed_at)
         self._executions[claim.id] = execution
         self._held[claim.key] = claimed_at
         execution.task = asyncio.create_task(self._execute(execution), name=f"run-{claim.id}")
@@ -322,9 +328,15 @@ class Worker:
                 completion = await self._supervise(execution)
             finally:
                 self._executions.pop(claim.id, None)
+                metrics.RUNS_EXECUTING.set(len(self._executions))
                 self._wake.set()  # a slot is free
             if completion is None:
                 return
+            metrics.observe_outcome(
+                completion.state.value,
+                claim.executor.value,
+                self._clock.monotonic() - execution.started,
+            )
             self.completer.submit(completion)
 
     async def _supervise(self, execution: Execution) -> Completion | None:

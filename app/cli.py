@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import json
 import os
 import re
+import secrets
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -23,7 +25,9 @@ import structlog
 from psycopg_pool import PoolTimeout
 
 from app import embedded, metrics
+from app.api.auth import hash_password
 from app.clock import SystemClock
+from app.console import console, fmt, print_json, print_table, progress, table, to_json
 from app.domain.job import JobSpec, edited, executor_of
 from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy
 from app.domain.schedule import Schedule
@@ -48,7 +52,7 @@ from app.planner import Planner
 from app.settings import Settings
 from app.store import jobs as jobs_store
 from app.store import migrate as migrations
-from app.store import run_logs, runs, users
+from app.store import run_logs, runs, stats, users
 from app.store.db import AsyncConn, connect, create_pool, translate
 from app.tasks import REGISTRY
 from app.worker.executors.base import Executor
@@ -61,6 +65,17 @@ log = structlog.get_logger("pgsched")
 T = TypeVar("T")
 
 DEFAULT_OWNER = "local"
+FINAL_JOB_STATES = (JobState.COMPLETED, JobState.CANCELLED, JobState.DEAD)
+RUN_COLUMNS = [
+    "id",
+    "attempt",
+    "state",
+    "slot_at",
+    "started_at",
+    "finished_at",
+    "lateness_seconds",
+    "error",
+]
 POOL_OPEN_TIMEOUT = 10.0
 API_START_POLL_SECONDS = 0.02
 
@@ -271,7 +286,7 @@ async def _serve_api(
 def migrate(ctx: click.Context, revision: str, down_to: str | None) -> None:
     """Apply the database migrations (alembic)."""
     settings = _settings(ctx)
-    with _errors():
+    with _errors(), progress("migrating", total=None):
         url = _url(settings)
         if down_to:
             migrations.downgrade(url, down_to)
@@ -589,11 +604,11 @@ def jobs_create(
 
     created = _run(ctx, work)
     if as_json:
-        _print_json(created.job)
+        print_json(created.job)
     else:
         verb = "created" if created.created else "exists (idempotency key)"
         job = created.job
-        click.echo(f"job {job['id']} {verb}: next run at {_fmt(job['next_run_at'])}")
+        click.echo(f"job {job['id']} {verb}: next run at {fmt(job['next_run_at'])}")
 
 
 @jobs.command("list")
@@ -610,9 +625,9 @@ def jobs_list(ctx: click.Context, state: str | None, limit: int, as_json: bool) 
         ),
     )
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return
-    _table(
+    print_table(
         rows,
         [
             "id",
@@ -635,10 +650,10 @@ def jobs_show(ctx: click.Context, job_id: int, as_json: bool) -> None:
     """Show one job."""
     row = _run(ctx, lambda c: _require(jobs_store.get(c, job_id, owner_id=None), "job", job_id))
     if as_json:
-        _print_json(row)
+        print_json(row)
         return
     for key, value in row.items():
-        click.echo(f"{key:>26}: {_fmt(value)}")
+        click.echo(f"{key:>26}: {fmt(value)}")
 
 
 @jobs.command("runs")
@@ -655,21 +670,9 @@ def jobs_runs(ctx: click.Context, job_id: int, limit: int, as_json: bool) -> Non
 
     rows = _run(ctx, work)
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return
-    _table(
-        rows,
-        [
-            "id",
-            "attempt",
-            "state",
-            "slot_at",
-            "started_at",
-            "finished_at",
-            "lateness_seconds",
-            "error",
-        ],
-    )
+    print_table(rows, RUN_COLUMNS)
 
 
 @jobs.command("logs")
@@ -700,10 +703,10 @@ def jobs_logs(ctx: click.Context, job_id: int, run_id: int | None, as_json: bool
 
     rows = _run(ctx, work)
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return
     for row in rows:
-        click.echo(f"{_fmt(row['at'])} {row['stream']:<6} {row['line']}")
+        click.echo(f"{fmt(row['at'])} {row['stream']:<6} {row['line']}")
 
 
 @jobs.command("cancel")
@@ -733,7 +736,7 @@ def jobs_pause(ctx: click.Context, job_id: int) -> None:
 def jobs_resume(ctx: click.Context, job_id: int) -> None:
     """Plan a paused job again from now on."""
     job = _run(ctx, lambda c: resume_job(c, job_id, _settings(ctx), owner_id=None))
-    click.echo(f"job {job_id} resumed: next run at {_fmt(job['next_run_at'])}")
+    click.echo(f"job {job_id} resumed: next run at {fmt(job['next_run_at'])}")
 
 
 @jobs.command("trigger")
@@ -789,7 +792,231 @@ def jobs_edit(ctx: click.Context, /, job_id: int, **options: Any) -> None:
         return await edit_job(conn, job_id, spec, settings, owner_id=None)
 
     job = _run(ctx, work)
-    click.echo(f"job {job_id} updated: next run at {_fmt(job['next_run_at'])}")
+    click.echo(f"job {job_id} updated: next run at {fmt(job['next_run_at'])}")
+
+
+@jobs.command("watch")
+@click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.1, 60),
+    default=1.0,
+    show_default=True,
+    help="Seconds between refreshes.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.1, None),
+    help="Stop watching after this many seconds (default: until the job settles).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON line per change.")
+@click.pass_context
+def jobs_watch(
+    ctx: click.Context, job_id: int, interval: float, timeout: float | None, as_json: bool
+) -> None:
+    """Follow a job live: its state and latest runs, until it settles (completed,
+    cancelled or dead, with nothing queued or running) or Ctrl-C."""
+    from rich.live import Live
+
+    async def snapshot(conn: AsyncConn) -> dict[str, Any]:
+        job = await _require(jobs_store.get(conn, job_id, owner_id=None), "job", job_id)
+        history = await runs.list_for_job(conn, job_id, owner_id=None, limit=10)
+        return {"job": job, "runs": history}
+
+    def settled(view: dict[str, Any]) -> bool:
+        busy = any(r["state"] in ("queued", "running") for r in view["runs"])
+        return view["job"]["state"] in FINAL_JOB_STATES and not busy
+
+    def render(view: dict[str, Any]) -> Any:
+        job = view["job"]
+        title = (
+            f"job {job['id']} {job['name'] or ''} [{job['state']}] "
+            f"next run {fmt(job['next_run_at'])}"
+        )
+        return table(view["runs"], RUN_COLUMNS, title=title)
+
+    async def watch(conn: AsyncConn) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout if timeout else None
+        out = console()
+        live = Live(console=out, auto_refresh=False) if out.is_terminal and not as_json else None
+        last = None
+        with live or contextlib.nullcontext():
+            while True:
+                view = await snapshot(conn)
+                line = to_json(view, indent=None)
+                if live is not None:
+                    live.update(render(view), refresh=True)
+                elif line != last:  # piped: print each change once
+                    click.echo(line) if as_json else out.print(render(view))
+                last = line
+                if settled(view) or (deadline is not None and loop.time() >= deadline):
+                    return
+                await asyncio.sleep(interval)
+
+    _run(ctx, watch)
+
+
+# -- status, dead letters, users ---------------------------------------------------------
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """One screen of health: leader, workers, queue depth, lateness, dead letters."""
+
+    async def work(conn: AsyncConn) -> dict[str, Any]:
+        summary = await stats.summary(conn)
+        minutes = await stats.minutes(conn)
+        recent = [m for m in minutes[-5:] if m["started"]]
+        return {
+            "at": summary.at,
+            "leader": summary.leader_id,
+            "workers": await stats.live_workers(conn),
+            "queue": {
+                "due": summary.due,
+                "scheduled": summary.scheduled,
+                "running": summary.running,
+                "oldest_due_seconds": summary.oldest_due_seconds,
+                "by_priority": summary.by_priority,
+            },
+            "lateness_last_5m": {
+                "started": sum(m["started"] for m in recent),
+                "p95_seconds": max((m["p95"] for m in recent), default=None),
+                "p99_seconds": max((m["p99"] for m in recent), default=None),
+            },
+            "finished_last_hour": {
+                "succeeded": sum(m["succeeded"] for m in minutes),
+                "failed": sum(m["failed"] for m in minutes),
+            },
+            "dead_letters": summary.dead_letters,
+            "partitions": summary.partitions,
+        }
+
+    report = _run(ctx, work)
+    if as_json:
+        print_json(report)
+        return
+    out = console()
+    queue, late, done = report["queue"], report["lateness_last_5m"], report["finished_last_hour"]
+    healthy = report["leader"] is not None and report["workers"]
+    out.print(f"[bold]pgsched status[/] at {fmt(report['at'])}: ", end="")
+    out.print("[green]healthy[/]" if healthy else "[red]no leader or no live workers[/]")
+    out.print(f"leader        {report['leader'] or '[red]none[/]'}")
+    out.print(f"workers       {len(report['workers'])} live")
+    out.print(
+        f"queue         {queue['due']} due (oldest {queue['oldest_due_seconds']:.1f} s), "
+        f"{queue['scheduled']} scheduled, {queue['running']} running"
+    )
+    out.print(
+        f"lateness 5m   {late['started']} started, p95 {fmt(late['p95_seconds'])} s, "
+        f"p99 {fmt(late['p99_seconds'])} s"
+    )
+    out.print(f"last hour     {done['succeeded']} succeeded, {done['failed']} failed")
+    out.print(f"dead letters  {report['dead_letters']}")
+    out.print(f"partitions    {report['partitions']}")
+    if report["workers"]:
+        out.print(
+            table(
+                report["workers"],
+                ["worker_id", "hostname", "pid", "running", "concurrency", "is_leader"],
+            )
+        )
+
+
+@main.group()
+def dead() -> None:
+    """Dead letters: runs that exhausted their retries."""
+
+
+@dead.command("list")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def dead_list(ctx: click.Context, limit: int, as_json: bool) -> None:
+    """Dead letters, newest first."""
+    rows = _run(ctx, lambda c: runs.dead_list(c, owner_id=None, limit=limit, before_id=None))
+    if as_json:
+        print_json(rows)
+        return
+    print_table(rows, ["id", "job_id", "job_name", "attempt", "state", "finished_at", "error"])
+
+
+@dead.command("redrive")
+@click.argument("run_ids", nargs=-1, type=click.IntRange(1, 2**63 - 1))
+@click.option("--all", "redrive_all", is_flag=True, help="Redrive every dead letter.")
+@click.pass_context
+def dead_redrive(ctx: click.Context, run_ids: tuple[int, ...], redrive_all: bool) -> None:
+    """Give dead letters one more attempt, due now (with a progress bar for many)."""
+    if not run_ids and not redrive_all:
+        raise click.UsageError("give dead-letter run ids, or --all")
+
+    async def work(conn: AsyncConn) -> int:
+        ids = list(run_ids)
+        if redrive_all:
+            letters = await runs.dead_list(conn, owner_id=None, limit=10**9, before_id=None)
+            ids = [r["id"] for r in letters]
+        with progress("redriving", total=len(ids)) as bar:
+            for run_id in ids:
+                await _require(runs.redrive(conn, run_id, owner_id=None), "dead letter", run_id)
+                bar.advance(bar.task_ids[0])
+        return len(ids)
+
+    click.echo(f"{_run(ctx, work)} dead letters redriven")
+
+
+@main.group("users")
+def users_group() -> None:
+    """Accounts: create the first admin, list users."""
+
+
+@users_group.command("create")
+@click.argument("username")
+@click.option("--admin", is_flag=True, help="May see and manage every user's jobs.")
+@click.option("--weight", type=click.FloatRange(0.01, 1000), default=1.0, show_default=True)
+@click.option(
+    "--password",
+    prompt=True,
+    hide_input=True,
+    confirmation_prompt=True,
+    help="Prompted for when not given [PGSCHED_PASSWORD is not read: use the prompt or stdin].",
+)
+@click.pass_context
+def users_create(
+    ctx: click.Context, username: str, admin: bool, weight: float, password: str
+) -> None:
+    """Create a user who can log in to the API and the dashboard."""
+    if not password:
+        raise click.BadParameter("must not be empty", param_hint="--password")
+
+    async def work(conn: AsyncConn) -> dict[str, Any]:
+        row = await users.insert(
+            conn,
+            username=username,
+            password_hash=hash_password(password),
+            job_weight=weight,
+            is_admin=admin,
+            webhook_secret=secrets.token_urlsafe(32),
+        )
+        if row is None:
+            raise ValidationError(f"username {username!r} is taken")
+        return row
+
+    row = _run(ctx, work)
+    click.echo(f"user {row['id']} {username} created{' (admin)' if admin else ''}")
+
+
+@users_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def users_list(ctx: click.Context, as_json: bool) -> None:
+    """Every user, with weight and rights."""
+    rows = _run(ctx, lambda c: users.list_(c, limit=100_000))
+    if as_json:
+        print_json(rows)
+        return
+    print_table(rows, ["id", "username", "job_weight", "is_admin", "shell_allowed", "created_at"])
 
 
 # -- output ------------------------------------------------------------------------------
@@ -799,28 +1026,6 @@ async def _require(
     found: Awaitable[dict[str, Any] | None], what: str, ident: int
 ) -> dict[str, Any]:
     return require_found(await found, what, ident)
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
-
-
-def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
-    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)))
-    for row in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
-
-
-def _print_json(value: Any) -> None:
-    click.echo(json.dumps(value, default=_fmt, indent=2))
 
 
 if __name__ == "__main__":  # pragma: no cover

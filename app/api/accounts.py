@@ -10,7 +10,7 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import JSONBody, PathParameter, QueryParameter
 from psycopg_pool import AsyncConnectionPool
 
-from app.api.auth import Auth, User, current_user, digest
+from app.api.auth import Auth, User, current_user, digest, hash_password
 from app.api.schemas import (
     ERRORS,
     AdminUserPatch,
@@ -80,12 +80,11 @@ class UsersController(Controller):
         if not settings.signup_enabled:
             raise ForbiddenError("sign-up is disabled on this server")
         reject_nul(username=data.username, password=data.password)
-        auth: Auth = request.app.state.auth
         async with _pool(request).connection() as conn:
             row = await users.insert(
                 conn,
                 username=data.username,
-                password_hash=auth.hash_password(data.password),
+                password_hash=hash_password(data.password),
                 job_weight=data.job_weight,
                 webhook_secret=secrets.token_urlsafe(32),
             )

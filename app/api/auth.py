@@ -37,6 +37,14 @@ class User:
     webhook_secret: str | None = None
 
 
+PASSWORDS = PasswordHasher()
+
+
+def hash_password(password: str) -> str:
+    """An argon2id hash (the CLI's `users create` and sign-up both use it)."""
+    return PASSWORDS.hash(password)
+
+
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -45,7 +53,7 @@ class Auth:
     def __init__(self, settings: Settings, signing_key: str) -> None:
         self._settings = settings
         self._key = signing_key
-        self._hasher = PasswordHasher()
+        self._hasher = PASSWORDS
         # Checked against when the user does not exist, so a login takes as long
         # either way and does not reveal which names are taken.
         self._dummy_hash = self._hasher.hash(secrets.token_urlsafe(16))
@@ -56,9 +64,6 @@ class Auth:
             conn, SIGNING_KEY_NAME, secrets.token_urlsafe(48)
         )
         return cls(settings, key)
-
-    def hash_password(self, password: str) -> str:
-        return self._hasher.hash(password)
 
     def check_password(self, password_hash: str | None, password: str) -> bool:
         try:

@@ -56,7 +56,8 @@ def test_dashboard_needs_login_and_shows_only_your_jobs(api: str, settings: Sett
 
     ann, bob = signup_and_login(api, "ann", PASSWORD), signup_and_login(api, "bob", PASSWORD)
     signup_and_login(api, "boss", PASSWORD)
-    query(settings.database_url or "", "UPDATE pgsched.users SET is_admin = true WHERE username = 'boss'")
+    promote = "UPDATE pgsched.users SET is_admin = true WHERE username = 'boss'"
+    query(settings.database_url or "", promote)
     ann_job = _job(ann, "ann-<b>report</b>", execute_at="2030-01-01T00:00:00Z")
     bob_job = _job(bob, "bob-backup", execute_at="2030-01-01T00:00:00Z")
 

@@ -20,9 +20,7 @@ depends_on: str | Sequence[str] | None = None
 
 # `late` reads its threshold from a session setting so that a person at psql can say
 # `SET pgsched.late_after = '30s'`; unset, it is 10 seconds (the lateness alert's level).
-LATE_AFTER = "coalesce(nullif(current_setting('pgsched.late_after', true), ''), '10s')::interval"
-# A worker whose heartbeat is older than this is not counted live.
-LIVE_WITHIN = "interval '30 seconds'"
+# `workers_live` counts a worker whose heartbeat is under 30 s old.
 
 VIEWS = {
     "due_now": """
@@ -44,13 +42,15 @@ VIEWS = {
           LEFT JOIN pgsched.workers AS w ON w.id = r.worker_id
          WHERE r.state = 'running'
     """,
-    "late": f"""
+    "late": """
         SELECT r.id AS run_id, r.job_id, r.owner_id, u.username AS owner, j.name AS job_name,
                r.priority, r.attempt, r.due_at, now() - r.due_at AS late_by
           FROM pgsched.runs AS r
           JOIN pgsched.jobs AS j ON j.id = r.job_id
           JOIN pgsched.users AS u ON u.id = r.owner_id
-         WHERE r.state = 'queued' AND r.due_at < now() - {LATE_AFTER}
+         WHERE r.state = 'queued'
+           AND r.due_at < now() - coalesce(
+               nullif(current_setting('pgsched.late_after', true), ''), '10s')::interval
     """,
     "recent_failures": """
         SELECT r.id AS run_id, r.job_id, r.owner_id, u.username AS owner, j.name AS job_name,
@@ -83,13 +83,13 @@ VIEWS = {
          WHERE r.state IN ('queued', 'running')
          GROUP BY r.owner_id, u.username, r.priority
     """,
-    "workers_live": f"""
+    "workers_live": """
         SELECT w.id AS worker_id, w.hostname, w.pid, w.concurrency, w.running,
                w.started_at, w.heartbeat_at, now() - w.heartbeat_at AS heartbeat_age,
                coalesce(l.leader_id = w.id AND l.expires_at > now(), false) AS is_leader
           FROM pgsched.workers AS w
           LEFT JOIN pgsched.leaders AS l ON l.name = 'maintainer'
-         WHERE w.heartbeat_at > now() - {LIVE_WITHIN}
+         WHERE w.heartbeat_at > now() - interval '30 seconds'
     """,
 }
 

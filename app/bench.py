@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import socket
 import statistics
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 import psycopg
 
 from app.domain.models import RunState
@@ -29,6 +31,18 @@ from app.planner import plan
 from app.store import migrate, runs
 from app.store.db import connect
 from app.store.queries import q
+from app.tasks import TaskContext, task
+
+# Worker settings of the scenarios that time recovery: the budget is lease + sweep + 1 s.
+RECOVERY_LEASE_SECONDS = 5.0
+RECOVERY_SWEEP_SECONDS = 1.0
+
+
+@task("bench.hang_once")
+async def hang_once(ctx: TaskContext) -> None:
+    """Hangs on its first attempt (until killed), returns at once on any later one."""
+    if ctx.attempt == 1:
+        await asyncio.sleep(3600)
 
 
 @dataclass
@@ -90,6 +104,142 @@ def _one_job(url: str, task: str = "pgsched.noop") -> int:
         {"task": task},
     )
     return int(row[0][0])
+
+
+def _worker_env(url: str, **settings: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGSCHED_")}
+    env.update(PGSCHED_DATABASE_URL=url, PGSCHED_LOG_LEVEL="warning", **settings)
+    return env
+
+
+def _start_workers(
+    url: str, workers: int, concurrency: int, **settings: str
+) -> list[subprocess.Popen[bytes]]:
+    """`workers` worker processes, returned once every one has registered (idle and
+    listening), so a scenario's clock starts with the fleet ready."""
+    env = _worker_env(url, PGSCHED_CLAIM_BATCH_MAX=str(concurrency), **settings)
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "app",
+                "worker",
+                "--concurrency",
+                str(concurrency),
+                "--import",
+                "app.bench",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(workers)
+    ]
+
+    def registered() -> bool:
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError("bench: a worker exited at start (run it by hand to see why)")
+        return bool(_sql(url, "SELECT count(*) FROM pgsched.workers")[0][0] >= workers)
+
+    _wait(registered, timeout=60, what="workers to register")
+    time.sleep(0.5)  # past the first planner pass and LISTEN
+    return procs
+
+
+def _stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _wait(check: Callable[[], bool], *, timeout: float, what: str, every: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"bench: gave up waiting for {what} after {timeout:g} s")
+        time.sleep(every)
+
+
+def _finished(url: str) -> int:
+    return int(
+        _sql(url, "SELECT count(*) FROM pgsched.runs WHERE state NOT IN ('queued', 'running')")[0][
+            0
+        ]
+    )
+
+
+def _wait_finished(bench: Bench, url: str, n: int, label: str, timeout: float = 600) -> None:
+    def done() -> bool:
+        finished = _finished(url)
+        bench.progress(f"{label}: {finished}/{n} finished")
+        return finished >= n
+
+    _wait(done, timeout=timeout, what=f"{label}: {n} runs", every=0.2)
+
+
+def _lateness(url: str) -> dict[str, float]:
+    """Start lateness (started_at - due_at, database clock) in ms, and exactly-once."""
+    row = _sql(
+        url,
+        """
+        SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms),
+               max(ms), count(*), count(*) FILTER (WHERE state = 'succeeded' AND attempt = 1)
+          FROM (SELECT extract(epoch FROM started_at - due_at) * 1000 AS ms, state, attempt
+                  FROM pgsched.runs) AS l
+        """,
+    )[0]
+    (p50, p95, p99), worst, total, once = row
+    return {
+        "p50_ms": round(float(p50), 2),
+        "p95_ms": round(float(p95), 2),
+        "p99_ms": round(float(p99), 2),
+        "max_ms": round(float(worst), 2),
+        "runs": total,
+        "exactly_once": total == once,
+    }
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of these processes so far (Linux /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def _postgres_pids() -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if stat.read_text().strip() == "postgres":
+                pids.append(int(stat.parent.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _insert_due(url: str, job: int, n: int, start_in: float, spread: float) -> None:
+    """`n` runs of `job`, due evenly across [now + start_in, now + start_in + spread);
+    slots differ by a microsecond so that runs due at one instant are distinct slots."""
+    _sql(
+        url,
+        "INSERT INTO pgsched.runs (due_at, job_id, owner_id, slot_at) "
+        "SELECT t, %(job)s, owner_id, t + make_interval(secs => g * 1e-6) FROM pgsched.jobs, "
+        "LATERAL (SELECT g, now() + make_interval(secs => %(start)s + (g - 1) * %(step)s) AS t "
+        "         FROM generate_series(1, %(n)s) g) AS s WHERE id = %(job)s",
+        {"job": job, "n": n, "start": start_in, "step": spread / n},
+    )
 
 
 async def _timed(work: Callable[[], Awaitable[int]]) -> tuple[int, float]:
@@ -308,11 +458,221 @@ def claim_partitions(bench: Bench) -> list[Result]:
     ]
 
 
+def punctuality(bench: Bench, workers: int = 2, concurrency: int = 50) -> list[Result]:
+    """Dense: 2,000 runs due across a 2 s window starting 5 s ahead; sparse: 200 runs
+    spread over 10 s. Start lateness from database timestamps."""
+    results = []
+    for label, n, spread in (("dense", 2000, 2.0), ("sparse", 200, 10.0)):
+        url = bench.fresh_db()
+        job = _one_job(url)
+        procs = _start_workers(url, workers, concurrency)
+        try:
+            _insert_due(url, job, n, start_in=5.0, spread=spread)
+            _wait_finished(bench, url, n, f"punctuality {label}", timeout=120)
+        finally:
+            _stop_workers(procs)
+        late = _lateness(url)
+        results.append(
+            Result(
+                "punctuality",
+                f"{label}: {n} runs over {spread:g} s, p99 start lateness "
+                f"({workers} workers x {concurrency})",
+                late["p99_ms"],
+                "ms",
+                late,
+            )
+        )
+    return results
+
+
+def sustained(
+    bench: Bench, rate: int = 1000, seconds: int = 60, workers: int = 2, concurrency: int = 100
+) -> list[Result]:
+    """A steady `rate` runs/s for `seconds`: lateness, and the CPU that workers and
+    PostgreSQL spent (in cores)."""
+    url = bench.fresh_db()
+    job = _one_job(url)
+    procs = _start_workers(url, workers, concurrency)
+    pg_before = {pid: _cpu_seconds([pid]) for pid in _postgres_pids()}
+    work_before = _cpu_seconds([p.pid for p in procs])
+    started = time.monotonic()
+    n = rate * seconds
+    try:
+        # The feeder enqueues each 100 ms of work 1 s before it is due, as an
+        # application streaming jobs would.
+        for tick in range(seconds * 10):
+            _insert_due(url, job, rate // 10, start_in=1.0, spread=0.1)
+            bench.progress(f"sustained: {tick / 10:.1f}/{seconds} s fed")
+            time.sleep(max(0.0, started + (tick + 1) * 0.1 - time.monotonic()))
+        _wait_finished(bench, url, n, "sustained", timeout=120)
+        wall = time.monotonic() - started
+        work_cpu = _cpu_seconds([p.pid for p in procs]) - work_before
+        pg_cpu = sum(_cpu_seconds([pid]) - pg_before.get(pid, 0.0) for pid in _postgres_pids())
+    finally:
+        _stop_workers(procs)
+    late = _lateness(url)
+    detail = {
+        **late,
+        "seconds": round(wall, 1),
+        "workers_cpu_cores": round(work_cpu / wall, 2),
+        "postgres_cpu_cores": round(pg_cpu / wall, 2),
+    }
+    return [
+        Result(
+            "sustained",
+            f"{rate} runs/s for {seconds} s, p99 start lateness ({workers} workers x "
+            f"{concurrency})",
+            late["p99_ms"],
+            "ms",
+            detail,
+        )
+    ]
+
+
+def burst(bench: Bench, n: int = 100_000, workers: int = 2, concurrency: int = 200) -> list[Result]:
+    """`n` runs all due at the same instant (as `n` cron jobs at the top of a minute):
+    time to drain them, and lateness."""
+    url = bench.fresh_db()
+    job = _one_job(url)
+    procs = _start_workers(url, workers, concurrency)
+    try:
+        _insert_due(url, job, n, start_in=10.0, spread=0.0)
+        due_at = _sql(url, "SELECT min(due_at) FROM pgsched.runs")[0][0]
+        _wait_finished(bench, url, n, "burst", timeout=600)
+    finally:
+        _stop_workers(procs)
+    last = _sql(url, "SELECT max(finished_at) FROM pgsched.runs")[0][0]
+    seconds = (last - due_at).total_seconds()
+    late = _lateness(url)
+    return [
+        Result(
+            "burst",
+            f"{n:,} runs due at once, drained ({workers} workers x {concurrency})",
+            n / seconds,
+            "runs/s",
+            {**late, "drain_seconds": round(seconds, 2)},
+        )
+    ]
+
+
+def recovery(bench: Bench, n: int = 100) -> list[Result]:
+    """`kill -9` a worker holding `n` runs: seconds until all are finished elsewhere."""
+    url = bench.fresh_db()
+    job = _one_job(url, task="bench.hang_once")
+    settings = {
+        "PGSCHED_LEASE_SECONDS": str(RECOVERY_LEASE_SECONDS),
+        "PGSCHED_HEARTBEAT_INTERVAL_SECONDS": "1",
+        "PGSCHED_RECLAIM_INTERVAL_SECONDS": str(RECOVERY_SWEEP_SECONDS),
+        "PGSCHED_LEADER_TTL_SECONDS": "3",
+        "PGSCHED_BACKOFF_BASE_SECONDS": "0.01",
+    }
+    victim = _start_workers(url, 1, n, **settings)
+    survivor: list[subprocess.Popen[bytes]] = []
+    try:
+        _insert_due(url, job, n, start_in=0.0, spread=0.0)
+        _wait(
+            lambda: (
+                _sql(url, "SELECT count(*) FROM pgsched.runs WHERE state = 'running'")[0][0] == n
+            ),
+            timeout=60,
+            what=f"{n} runs held by one worker",
+        )
+        survivor = _start_workers(url, 1, n, **settings)
+        killed_at = _sql(url, "SELECT now()")[0][0]
+        victim[0].kill()
+        victim[0].wait()
+        _wait(
+            lambda: (
+                _sql(url, "SELECT count(*) FROM pgsched.runs WHERE state = 'succeeded'")[0][0] == n
+            ),
+            timeout=120,
+            what="reclaimed runs to finish",
+        )
+    finally:
+        _stop_workers(victim + survivor)
+    last = _sql(url, "SELECT max(finished_at) FROM pgsched.runs WHERE state = 'succeeded'")[0][0]
+    seconds = (last - killed_at).total_seconds()
+    budget = RECOVERY_LEASE_SECONDS + RECOVERY_SWEEP_SECONDS + 1
+    return [
+        Result(
+            "recovery",
+            f"kill -9 of a worker holding {n} runs: all finished elsewhere after",
+            seconds,
+            "s",
+            {"budget_seconds": budget, "within_budget": seconds <= budget},
+        )
+    ]
+
+
+def api_enqueue(bench: Bench, n: int = 2000, clients: int = 16) -> list[Result]:
+    """Jobs created through `POST /api/v1/me/jobs`, one per request, by `clients`
+    concurrent HTTP clients against one `pgsched api` process."""
+    url = bench.fresh_db()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    api = subprocess.Popen(
+        [sys.executable, "-m", "app", "api", "--port", str(port)],
+        env=_worker_env(url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def up() -> bool:
+            try:
+                return httpx.get(f"{base}/readyz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        _wait(up, timeout=60, what="the API")
+        account = {"username": "bench-api", "password": secrets.token_urlsafe(12)}
+        httpx.post(f"{base}/api/v1/users", json=account).raise_for_status()
+        login = httpx.post(f"{base}/api/v1/auth/login", json=account)
+        token = login.raise_for_status().json()["data"]["token"]
+
+        async def post_all() -> int:
+            headers = {"Authorization": f"Bearer {token}"}
+            body = {"message": "bench", "execute_at": "2100-01-01T00:00:00Z"}
+            todo = iter(range(n))
+            async with httpx.AsyncClient(base_url=base, headers=headers) as client:
+
+                async def one_client() -> None:
+                    for i in todo:
+                        response = await client.post("/api/v1/me/jobs", json=body)
+                        response.raise_for_status()
+                        if i % 200 == 0:
+                            bench.progress(f"api enqueue: {i}/{n}")
+
+                await asyncio.gather(*(one_client() for _ in range(clients)))
+            return n
+
+        done, seconds = asyncio.run(_timed(post_all))
+    finally:
+        api.terminate()
+        api.wait(30)
+    return [
+        Result(
+            "enqueue",
+            f"API, one job per request ({clients} concurrent clients, 1 API process)",
+            done / seconds,
+            "jobs/s",
+            {"jobs": done, "seconds": round(seconds, 2)},
+        )
+    ]
+
+
 SCENARIOS: dict[str, Callable[[Bench], list[Result]]] = {
     "enqueue": enqueue,
+    "api": api_enqueue,
     "drain": drain,
+    "punctuality": punctuality,
+    "sustained": sustained,
+    "burst": burst,
     "planner": planner,
     "claim": claim_partitions,
+    "recovery": recovery,
 }
 
 

@@ -372,7 +372,19 @@ async def serve(settings: Settings, url: str, *, with_api: bool = False) -> None
     "--scenario",
     "scenarios",
     multiple=True,
-    type=click.Choice(["enqueue", "drain", "planner", "claim"]),
+    type=click.Choice(
+        [
+            "enqueue",
+            "api",
+            "drain",
+            "punctuality",
+            "sustained",
+            "burst",
+            "planner",
+            "claim",
+            "recovery",
+        ]
+    ),
     help="Run only these (repeatable; default: all).",
 )
 @click.option(
@@ -393,7 +405,7 @@ def bench(bench_url: str | None, scenarios: tuple[str, ...], json_path: str | No
     click.echo("", err=True)
     click.echo(markdown(results))
     if json_path:
-        Path(json_path).write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=2))
+        Path(json_path).write_text(to_json([dataclasses.asdict(r) for r in results]))
 
 
 # -- jobs --------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ import structlog
 from psycopg_pool import PoolTimeout
 
 from app import embedded, metrics
-from app.api.auth import hash_password
 from app.clock import SystemClock
 from app.console import console, fmt, print_json, print_table, progress, table, to_json
 from app.domain.job import JobSpec, edited, executor_of
@@ -999,6 +998,8 @@ def users_create(
     ctx: click.Context, username: str, admin: bool, weight: float, password: str
 ) -> None:
     """Create a user who can log in to the API and the dashboard."""
+    from app.api.auth import hash_password  # the API's hashing, without loading it at start
+
     if not password:
         raise click.BadParameter("must not be empty", param_hint="--password")
 

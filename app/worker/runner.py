@@ -130,6 +130,7 @@ class Worker:
             running=lambda: len(self._executions),
         )
         self.claimed = 0
+        metrics.RUNS_EXECUTING.set_function(lambda: len(self._executions))
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -224,7 +225,6 @@ class Worker:
         )
         for claim in claims:
             self._start(claim, sent_at)
-        metrics.RUNS_EXECUTING.set(len(self._executions))
         self.claimed += len(claims)
         return len(claims)
 
@@ -321,23 +321,24 @@ class Worker:
 
     async def _execute(self, execution: Execution) -> None:
         claim = execution.claim
-        with structlog.contextvars.bound_contextvars(
+        # Each execution is a task with its own copy of the context: bind without the
+        # reset that bound_contextvars() pays for, the copy dies with the task.
+        structlog.contextvars.bind_contextvars(
             run_id=claim.id, attempt=claim.attempt, job_id=claim.job_id, worker_id=self.id
-        ):
-            try:
-                completion = await self._supervise(execution)
-            finally:
-                self._executions.pop(claim.id, None)
-                metrics.RUNS_EXECUTING.set(len(self._executions))
-                self._wake.set()  # a slot is free
-            if completion is None:
-                return
-            metrics.observe_outcome(
-                completion.state.value,
-                claim.executor.value,
-                self._clock.monotonic() - execution.started,
-            )
-            self.completer.submit(completion)
+        )
+        try:
+            completion = await self._supervise(execution)
+        finally:
+            self._executions.pop(claim.id, None)
+            self._wake.set()  # a slot is free
+        if completion is None:
+            return
+        metrics.observe_outcome(
+            completion.state.value,
+            claim.executor.value,
+            self._clock.monotonic() - execution.started,
+        )
+        self.completer.submit(completion)
 
     async def _supervise(self, execution: Execution) -> Completion | None:
         claim = execution.claim

@@ -27,6 +27,7 @@ import httpx
 import psycopg
 
 from app.domain.models import RunState
+from app.errors import ValidationError
 from app.planner import plan
 from app.store import migrate, runs
 from app.store.db import connect
@@ -346,52 +347,15 @@ def drain(bench: Bench, n: int = 20_000, workers: int = 2, concurrency: int = 20
     """`n` due no-op runs drained by `workers` processes; verified exactly once."""
     url = bench.fresh_db()
     job = _one_job(url)
-    _sql(
-        url,
-        "INSERT INTO pgsched.runs (due_at, job_id, owner_id, slot_at) "
-        "SELECT now() - make_interval(secs => g * 1e-6), %(job)s, owner_id, "
-        "now() - make_interval(secs => g * 1e-6) "
-        "FROM pgsched.jobs, generate_series(1, %(n)s) g WHERE id = %(job)s",
-        {"job": job, "n": n},
-    )
+    _insert_due(url, job, n, start_in=-1.0, spread=1.0)
     _sql(url, "VACUUM ANALYZE pgsched.runs")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PGSCHED_")}
-    env.update(
-        PGSCHED_DATABASE_URL=url,
-        PGSCHED_LOG_LEVEL="warning",
-        PGSCHED_CLAIM_BATCH_MAX=str(concurrency),
-    )
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "app", "worker", "--concurrency", str(concurrency)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(workers)
-    ]
+    procs = _start_workers(url, workers, concurrency)
     try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            done = _sql(
-                url,
-                "SELECT count(*) FROM pgsched.runs WHERE state <> 'queued' AND state <> 'running'",
-            )[0][0]
-            bench.progress(f"drain: {done}/{n}")
-            if done >= n:
-                break
-            time.sleep(0.2)
+        _wait_finished(bench, url, n, "drain")
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(30)
-    (ok, total, first, last) = _sql(
-        url,
-        "SELECT count(*) FILTER (WHERE state = 'succeeded' AND attempt = 1), count(*), "
-        "min(started_at), max(finished_at) FROM pgsched.runs",
-    )[0]
-    exactly_once = ok == n and total == n
+        _stop_workers(procs)
+    first, last = _sql(url, "SELECT min(started_at), max(finished_at) FROM pgsched.runs")[0]
+    late = _lateness(url)
     seconds = (last - first).total_seconds()
     return [
         Result(
@@ -399,7 +363,11 @@ def drain(bench: Bench, n: int = 20_000, workers: int = 2, concurrency: int = 20
             f"no-op runs drained ({workers} workers x {concurrency})",
             n / seconds,
             "runs/s",
-            {"runs": n, "seconds": round(seconds, 3), "exactly_once": exactly_once},
+            {
+                "runs": n,
+                "seconds": round(seconds, 3),
+                "exactly_once": late["exactly_once"] and late["runs"] == n,
+            },
         )
     ]
 
@@ -677,8 +645,12 @@ SCENARIOS: dict[str, Callable[[Bench], list[Result]]] = {
 
 
 def run_bench(server_url: str | None, names: list[str], progress: Progress) -> list[Result]:
-    cleanup: Callable[[], None] | None = None
-    if server_url is None:
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise ValidationError(
+            f"unknown scenario {unknown[0]!r}; choose from {', '.join(SCENARIOS)}"
+        )
+    if server_url is None:  # stops when this process exits (app/embedded.py)
         from app import embedded
 
         data = Path(tempfile.mkdtemp(prefix="pgsched-bench-"))
@@ -692,8 +664,6 @@ def run_bench(server_url: str | None, names: list[str], progress: Progress) -> l
             results.extend(SCENARIOS[name](bench))
     finally:
         bench.close()
-        if cleanup:
-            cleanup()
     return results
 
 

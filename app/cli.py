@@ -371,20 +371,7 @@ async def serve(settings: Settings, url: str, *, with_api: bool = False) -> None
     "--scenario",
     "scenarios",
     multiple=True,
-    type=click.Choice(
-        [
-            "enqueue",
-            "api",
-            "drain",
-            "punctuality",
-            "sustained",
-            "burst",
-            "planner",
-            "claim",
-            "recovery",
-        ]
-    ),
-    help="Run only these (repeatable; default: all).",
+    help="A scenario to run (repeatable; default: all); a wrong name lists them.",
 )
 @click.option(
     "--json",
@@ -878,13 +865,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
     """One screen of health: leader, workers, queue depth, lateness, dead letters."""
 
     async def work(conn: AsyncConn) -> dict[str, Any]:
-        summary = await stats.summary(conn)
-        minutes = await stats.minutes(conn)
-        recent = [m for m in minutes[-5:] if m["started"]]
+        health = await stats.health(conn)
+        summary = health.summary
         return {
             "at": summary.at,
             "leader": summary.leader_id,
-            "workers": await stats.live_workers(conn),
+            "workers": health.workers,
             "queue": {
                 "due": summary.due,
                 "scheduled": summary.scheduled,
@@ -892,14 +878,10 @@ def status(ctx: click.Context, as_json: bool) -> None:
                 "oldest_due_seconds": summary.oldest_due_seconds,
                 "by_priority": summary.by_priority,
             },
-            "lateness_last_5m": {
-                "started": sum(m["started"] for m in recent),
-                "p95_seconds": max((m["p95"] for m in recent), default=None),
-                "p99_seconds": max((m["p99"] for m in recent), default=None),
-            },
+            "lateness_last_5m": health.recent_lateness(5),
             "finished_last_hour": {
-                "succeeded": sum(m["succeeded"] for m in minutes),
-                "failed": sum(m["failed"] for m in minutes),
+                "succeeded": health.finished_last_hour("succeeded"),
+                "failed": health.finished_last_hour("failed"),
             },
             "dead_letters": summary.dead_letters,
             "partitions": summary.partitions,
@@ -991,7 +973,7 @@ def users_group() -> None:
     prompt=True,
     hide_input=True,
     confirmation_prompt=True,
-    help="Prompted for when not given [PGSCHED_PASSWORD is not read: use the prompt or stdin].",
+    help="Prompted for, hidden and twice, when not given.",
 )
 @click.pass_context
 def users_create(

@@ -84,7 +84,7 @@ def print_json(value: Any) -> None:
 
 @contextmanager
 def progress(description: str, total: int | None) -> Iterator[Progress]:
-    """A progress bar on stderr (shown only on a terminal)."""
+    """A progress bar on stderr, only on a terminal (scripts get no stray output)."""
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -92,6 +92,7 @@ def progress(description: str, total: int | None) -> Iterator[Progress]:
         TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
+        disable=not sys.stderr.isatty(),
     )
     with bar:
         bar.add_task(description, total=total)

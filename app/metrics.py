@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import functools
-from datetime import timedelta
+from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import (
@@ -24,6 +24,7 @@ from prometheus_client import (
     start_http_server,
 )
 
+from app.domain.models import Claim
 from app.store import stats
 from app.store.db import AsyncConn
 
@@ -111,12 +112,12 @@ def _child(metric: Counter | Histogram, *labels: str) -> Any:
     return metric.labels(*labels)
 
 
-def observe_claim(executors: list[str], lateness: list[timedelta]) -> None:
-    CLAIM_BATCH.observe(len(executors))
-    for executor, n in collections.Counter(executors).items():
+def observe_claim(claims: Sequence[Claim]) -> None:
+    CLAIM_BATCH.observe(len(claims))
+    for executor, n in collections.Counter(c.executor.value for c in claims).items():
         _child(RUNS_CLAIMED, executor).inc(n)
-    for late in lateness:
-        RUN_START_LATENESS.observe(max(0.0, late.total_seconds()))
+    for claim in claims:
+        RUN_START_LATENESS.observe(max(0.0, (claim.started_at - claim.due_at).total_seconds()))
 
 
 def observe_outcome(state: str, executor: str, duration: float) -> None:

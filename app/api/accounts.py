@@ -52,7 +52,7 @@ class Authenticated(Controller):
 CurrentUser = NamedDependency[User]
 
 
-def _pool(request: Request[Any, Any, Any]) -> AsyncConnectionPool[AsyncConn]:
+def pool_of(request: Request[Any, Any, Any]) -> AsyncConnectionPool[AsyncConn]:
     pool: AsyncConnectionPool[AsyncConn] = request.app.state.pool
     return pool
 
@@ -80,7 +80,7 @@ class UsersController(Controller):
         if not settings.signup_enabled:
             raise ForbiddenError("sign-up is disabled on this server")
         reject_nul(username=data.username, password=data.password)
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             row = await users.insert(
                 conn,
                 username=data.username,
@@ -107,7 +107,7 @@ class AuthController(Controller):
         self, request: Request[Any, Any, Any], data: JSONBody[LoginIn]
     ) -> Envelope[LoginOut]:
         auth: Auth = request.app.state.auth
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             row = await auth.login(conn, data.username, data.password)
             tokens = await _tokens(request, conn, row["id"])
         return Envelope(
@@ -125,7 +125,7 @@ class AuthController(Controller):
     ) -> Envelope[TokenOut]:
         """With a refresh token in the body (rotated: each works once), or, as the seed
         API does, with a still-valid access token as the bearer."""
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             if data is not None and data.refresh_token:
                 user_id = await refresh_tokens.consume(conn, digest(data.refresh_token))
                 if user_id is None:
@@ -158,7 +158,7 @@ class MeController(Authenticated):
         "/", responses=ERRORS, status_code=200, summary="Delete the caller's account and its jobs"
     )
     async def remove(self, request: Request[Any, Any, Any], user: CurrentUser) -> Envelope[UserOut]:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             await users.delete(conn, user.id)
         return Envelope(UserOut(id=user.id, username=user.username, job_weight=user.job_weight))
 
@@ -166,7 +166,7 @@ class MeController(Authenticated):
     async def list_keys(
         self, request: Request[Any, Any, Any], user: CurrentUser
     ) -> Envelope[list[ApiKeyOut]]:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             rows = await api_keys.list_(conn, user.id)
         return Envelope([out(ApiKeyOut, r) for r in rows])
 
@@ -176,7 +176,7 @@ class MeController(Authenticated):
     ) -> Envelope[ApiKeyCreated]:
         reject_nul(name=data.name)
         key, prefix, key_hash = Auth.new_api_key()
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             row = await api_keys.insert(
                 conn, user_id=user.id, name=data.name, prefix=prefix, key_hash=key_hash
             )
@@ -188,7 +188,7 @@ class MeController(Authenticated):
     async def delete_key(
         self, request: Request[Any, Any, Any], user: CurrentUser, key_id: Id
     ) -> Envelope[int]:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             if not await api_keys.delete(conn, key_id, user_id=user.id):
                 raise NotFoundError(f"API key {key_id} not found")
         return Envelope(key_id)
@@ -210,7 +210,7 @@ class AdminController(Authenticated):
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
     ) -> Envelope[list[UserOut]]:
         _require_admin(user)
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             rows = await users.list_(conn, limit=limit)
         return Envelope([out(UserOut, r) for r in rows])
 
@@ -225,7 +225,7 @@ class AdminController(Authenticated):
         data: JSONBody[AdminUserPatch],
     ) -> Envelope[UserOut]:
         _require_admin(user)
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             row = await users.update(
                 conn,
                 user_id,

@@ -27,16 +27,10 @@ from app.api.auth import Auth
 from app.api.events import EventHub, EventsController
 from app.api.jobs import DeadLettersController, JobsController, RunsController
 from app.api.schemas import ERRORS, Envelope, ErrorDetail, ErrorEnvelope, Health
+from app.api.status import status_of
 from app.api.ui import DashboardController, home
 from app.errors import (
     AppError,
-    ConflictError,
-    ForbiddenError,
-    NotFoundError,
-    PayloadTooLargeError,
-    UnauthorizedError,
-    UnavailableError,
-    ValidationError,
 )
 from app.settings import Settings
 from app.store import migrate
@@ -44,16 +38,6 @@ from app.store.db import create_pool, translate
 from app.worker.executors.python import import_modules
 
 log = structlog.get_logger("pgsched.api")
-
-STATUS = {
-    ValidationError: 400,
-    UnauthorizedError: 401,
-    ForbiddenError: 403,
-    NotFoundError: 404,
-    ConflictError: 409,
-    PayloadTooLargeError: 413,
-    UnavailableError: 503,
-}
 
 
 def _error(
@@ -73,7 +57,7 @@ def _error(
 
 
 def app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[ErrorEnvelope]:
-    status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 500)
+    status = status_of(exc)
     details = {"field": exc.field} if exc.field else None
     return _error(status, exc.code, exc.message, details)
 
@@ -140,7 +124,7 @@ async def prometheus_metrics(request: Request[Any, Any, Any]) -> Response[bytes]
     try:
         async with request.app.state.pool.connection(timeout=2) as conn:
             await metrics.refresh_database_gauges(conn)
-    except Exception as exc:  # a scrape must still answer with the process metrics
+    except psycopg.Error as exc:  # a scrape must still answer with the process metrics
         log.warning("metrics_database_unavailable", error=type(exc).__name__)
     body, content_type = metrics.exposition()
     return Response(body, media_type=content_type)

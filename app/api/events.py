@@ -21,7 +21,7 @@ import structlog
 from litestar import Request, get
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from app.api.accounts import Authenticated, CurrentUser, _pool
+from app.api.accounts import Authenticated, CurrentUser, pool_of
 from app.api.schemas import ERRORS
 from app.store import runs
 from app.store.clock import db_now
@@ -88,7 +88,7 @@ class EventsController(Authenticated):
     )
     async def stream(self, request: Request[Any, Any, Any], user: CurrentUser) -> ServerSentEvent:
         hub: EventHub = request.app.state.events
-        pool = _pool(request)
+        pool = pool_of(request)
         async with pool.connection() as conn:
             since = await db_now(conn)
 

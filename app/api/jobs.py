@@ -13,7 +13,7 @@ from litestar.di import Provide
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import HeaderParameter, JSONBody, QueryParameter
 
-from app.api.accounts import MAX_ID, Authenticated, CurrentUser, Id, _pool
+from app.api.accounts import MAX_ID, Authenticated, CurrentUser, Id, pool_of
 from app.api.schemas import (
     ERRORS,
     Envelope,
@@ -173,7 +173,7 @@ def _patched(spec: JobSpec, body: JobPatch) -> JobSpec:
 
 
 async def _job(request: Request[Any, Any, Any], job_id: int, user: CurrentUser) -> dict[str, Any]:
-    async with _pool(request).connection() as conn:
+    async with pool_of(request).connection() as conn:
         return require_found(await jobs.get(conn, job_id, owner_id=user.id), "job", job_id)
 
 
@@ -185,7 +185,7 @@ async def _acted(
 ) -> Envelope[JobOut]:
     """Run a use-case on the caller's job, then answer with the job as it now stands,
     on one connection."""
-    async with _pool(request).connection() as conn:
+    async with pool_of(request).connection() as conn:
         await action(conn)
         row = await jobs.get(conn, job_id, owner_id=user.id)
     return Envelope(job_out(require_found(row, "job", job_id)))
@@ -204,7 +204,7 @@ class JobsController(Authenticated):
         before_id: BeforeId = None,
         state_filter: Annotated[JobState | None, QueryParameter(name="state")] = None,
     ) -> Envelope[list[JobOut]]:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             rows = await jobs.list_(
                 conn, owner_id=user.id, limit=limit, before_id=before_id, state=state_filter
             )
@@ -231,7 +231,7 @@ class JobsController(Authenticated):
     ) -> Response[Envelope[JobOut]]:
         settings: Settings = request.app.state.settings
         spec = spec_from(data, user, settings, idempotency_key)
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             created = await create_job(conn, user.id, spec, settings)
             row = await jobs.get(conn, created.job["id"], owner_id=user.id)
         assert row is not None
@@ -269,7 +269,7 @@ class JobsController(Authenticated):
         self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[JobOut]:
         row = await _job(request, job_id, user)
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             if row["state"] in (JobState.ACTIVE, JobState.PAUSED):
                 await cancel_job(conn, job_id, owner_id=user.id)
             await jobs.delete(conn, job_id, owner_id=user.id)
@@ -307,7 +307,7 @@ class JobsController(Authenticated):
     async def trigger(
         self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[RunOut]:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             run = await trigger_job(conn, job_id, owner_id=user.id)
             row = await runs.get(conn, run["id"], owner_id=user.id)
         assert row is not None
@@ -329,7 +329,7 @@ class JobsController(Authenticated):
         for name, when in (("since", since), ("until", until)):
             if when is not None and when.tzinfo is None:
                 raise ValidationError(f"{name} needs a UTC offset", field=name)
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             rows = await runs.list_for_job(
                 conn,
                 job_id,
@@ -351,13 +351,13 @@ class JobsController(Authenticated):
         self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id, limit: Limit = 50
     ) -> Envelope[list[NotificationOut]]:
         await _job(request, job_id, user)
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             rows = await notifications.list_for_job(conn, job_id, owner_id=user.id, limit=limit)
         return Envelope([out(NotificationOut, r) for r in rows])
 
 
 async def _run(request: Request[Any, Any, Any], run_id: int, user: CurrentUser) -> dict[str, Any]:
-    async with _pool(request).connection() as conn:
+    async with pool_of(request).connection() as conn:
         return require_found(await runs.get(conn, run_id, owner_id=user.id), "run", run_id)
 
 
@@ -376,7 +376,7 @@ class RunsController(Authenticated):
         self, request: Request[Any, Any, Any], user: CurrentUser, run_id: Id
     ) -> Envelope[list[LogOut]]:
         await _run(request, run_id, user)
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             rows = await run_logs.list_for_run(conn, run_id, owner_id=user.id)
         return Envelope([out(LogOut, r) for r in rows])
 
@@ -389,7 +389,7 @@ class RunsController(Authenticated):
     async def cancel(
         self, request: Request[Any, Any, Any], user: CurrentUser, run_id: Id
     ) -> Envelope[RunOut]:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             result = await runs.cancel(conn, run_id, owner_id=user.id)
         if result["state"] is None:
             raise NotFoundError(f"run {run_id} not found")
@@ -410,7 +410,7 @@ class DeadLettersController(Authenticated):
         limit: Limit = 50,
         before_id: BeforeId = None,
     ) -> Envelope[list[RunOut]]:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             rows = await runs.dead_list(conn, owner_id=user.id, limit=limit, before_id=before_id)
         return Envelope([out(RunOut, r) for r in rows])
 
@@ -423,7 +423,7 @@ class DeadLettersController(Authenticated):
     async def redrive(
         self, request: Request[Any, Any, Any], user: CurrentUser, run_id: Id
     ) -> Envelope[RunOut]:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             row = require_found(
                 await runs.redrive(conn, run_id, owner_id=user.id), "dead letter", run_id
             )

@@ -10,7 +10,6 @@ sees only their own (another user's job is a 404, as in the API). Pages refresh 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -21,15 +20,15 @@ from litestar.enums import RequestEncodingType
 from litestar.exceptions import HTTPException
 from litestar.params import Body, QueryParameter
 from litestar.response import Redirect, Template
-from psycopg_pool import AsyncConnectionPool
 
-from app.api.accounts import MAX_ID, CurrentUser, Id
+from app.api.accounts import MAX_ID, CurrentUser, Id, pool_of
 from app.api.auth import Auth, User, user_of
+from app.api.status import status_of
+from app.console import fmt
 from app.domain.models import JobState
-from app.errors import AppError, ForbiddenError, NotFoundError, UnauthorizedError, require_found
+from app.errors import AppError, ForbiddenError, UnauthorizedError, require_found
 from app.settings import Settings
 from app.store import jobs, run_logs, runs, stats
-from app.store.db import AsyncConn
 
 COOKIE = "pgsched_session"
 REFRESH_SECONDS = 5
@@ -57,11 +56,6 @@ def _scope(user: User) -> int | None:
     return None if user.is_admin else user.id
 
 
-def _pool(request: Request[Any, Any, Any]) -> AsyncConnectionPool[AsyncConn]:
-    pool: AsyncConnectionPool[AsyncConn] = request.app.state.pool
-    return pool
-
-
 def _same_origin(request: Request[Any, Any, Any]) -> None:
     origin = request.headers.get("origin")
     if origin and urlsplit(origin).netloc != request.headers.get("host"):
@@ -83,20 +77,10 @@ def _page(
             "partial": request.headers.get("x-partial") == "1",
             "refresh": REFRESH_SECONDS,
             "live": False,
-            "fmt": _fmt,
+            "fmt": fmt,
             **context,
         },
     )
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
 
 
 @dataclass(frozen=True)
@@ -132,12 +116,8 @@ def _to_login(request: Request[Any, Any, Any], exc: UnauthorizedError) -> Respon
 
 
 def _error_page(request: Request[Any, Any, Any], exc: Exception) -> Template:
-    if isinstance(exc, NotFoundError):
-        status, message = 404, exc.message
-    elif isinstance(exc, ForbiddenError):
-        status, message = 403, exc.message
-    elif isinstance(exc, AppError):
-        status, message = 400, exc.message
+    if isinstance(exc, AppError):
+        status, message = status_of(exc), exc.message
     elif isinstance(exc, HTTPException):
         status, message = exc.status_code, str(exc.detail)
     else:  # pragma: no cover - only the types registered below arrive here
@@ -165,7 +145,7 @@ class DashboardController(Controller):
         auth: Auth = request.app.state.auth
         settings: Settings = request.app.state.settings
         try:
-            async with _pool(request).connection() as conn:
+            async with pool_of(request).connection() as conn:
                 row = await auth.login(conn, data.username, data.password)
         except UnauthorizedError as exc:
             return _page(request, "login.html", None, status_code=401, error=exc.message)
@@ -191,23 +171,16 @@ class DashboardController(Controller):
 
     @get("/")
     async def overview(self, request: Request[Any, Any, Any], user: CurrentUser) -> Template:
-        owner = _scope(user)
-        async with _pool(request).connection() as conn:
-            summary = await stats.summary(conn, owner_id=owner)
-            minutes = await stats.minutes(conn, owner_id=owner)
-            workers = await stats.live_workers(conn)
-        last = minutes[-2] if len(minutes) > 1 else None  # the last whole minute
+        async with pool_of(request).connection() as conn:
+            health = await stats.health(conn, owner_id=_scope(user))
         return _page(
             request,
             "overview.html",
             user,
             live=True,
-            summary=summary,
-            workers=workers,
-            chart=lateness_chart(minutes),
-            runs_per_second=(last["succeeded"] + last["failed"]) / 60 if last else 0.0,
-            failed_last_hour=sum(m["failed"] for m in minutes),
-            started_last_hour=sum(m["started"] for m in minutes),
+            health=health,
+            summary=health.summary,
+            chart=lateness_chart(health.minutes),
         )
 
     @get("/jobs")
@@ -218,7 +191,7 @@ class DashboardController(Controller):
         job_state: Annotated[JobState | None, QueryParameter(name="state")] = None,
         name: Annotated[str | None, QueryParameter(max_length=200)] = None,
     ) -> Template:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             rows = await jobs.list_(
                 conn, owner_id=_scope(user), limit=200, state=job_state, name=name
             )
@@ -237,7 +210,7 @@ class DashboardController(Controller):
     async def job_detail(
         self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Template:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             job = require_found(await jobs.get(conn, job_id, owner_id=_scope(user)), "job", job_id)
             history = await runs.list_for_job(conn, job_id, owner_id=_scope(user), limit=100)
         return _page(request, "job.html", user, live=True, job=job, runs=history)
@@ -246,7 +219,7 @@ class DashboardController(Controller):
     async def run_detail(
         self, request: Request[Any, Any, Any], user: CurrentUser, run_id: Id
     ) -> Template:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             run = require_found(await runs.get(conn, run_id, owner_id=_scope(user)), "run", run_id)
             lines = await run_logs.list_for_run(conn, run_id, owner_id=_scope(user))
         live = run["state"] in ("queued", "running")
@@ -259,7 +232,7 @@ class DashboardController(Controller):
         user: CurrentUser,
         redriven: Annotated[int | None, QueryParameter(ge=1, le=MAX_ID)] = None,
     ) -> Template:
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             letters = await runs.dead_list(conn, owner_id=_scope(user), limit=200, before_id=None)
         return _page(request, "dead.html", user, letters=letters, redriven=redriven)
 
@@ -268,7 +241,7 @@ class DashboardController(Controller):
         self, request: Request[Any, Any, Any], user: CurrentUser, run_id: Id
     ) -> Redirect:
         _same_origin(request)
-        async with _pool(request).connection() as conn:
+        async with pool_of(request).connection() as conn:
             new = require_found(
                 await runs.redrive(conn, run_id, owner_id=_scope(user)), "dead letter", run_id
             )

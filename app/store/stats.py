@@ -36,6 +36,49 @@ class Summary:
         return max((float(r["oldest_due_seconds"]) for r in self.by_priority), default=0.0)
 
 
+@dataclass(frozen=True)
+class Health:
+    """The summary, the last hour by minute, and the live workers: what `pgsched status`
+    and the dashboard's overview show."""
+
+    summary: Summary
+    minutes: list[dict[str, Any]]
+    workers: list[dict[str, Any]]
+
+    def finished_last_hour(self, outcome: str) -> int:
+        """`outcome` is "succeeded" or "failed"."""
+        return sum(int(m[outcome]) for m in self.minutes)
+
+    @property
+    def started_last_hour(self) -> int:
+        return sum(int(m["started"]) for m in self.minutes)
+
+    @property
+    def runs_per_second(self) -> float:
+        """Runs finished per second in the last whole minute."""
+        if len(self.minutes) < 2:
+            return 0.0
+        last = self.minutes[-2]
+        return (int(last["succeeded"]) + int(last["failed"])) / 60
+
+    def recent_lateness(self, minutes: int = 5) -> dict[str, Any]:
+        """Runs started in the last `minutes` and the worst minute's p95 and p99."""
+        recent = [m for m in self.minutes[-minutes:] if m["started"]]
+        return {
+            "started": sum(int(m["started"]) for m in recent),
+            "p95_seconds": max((m["p95"] for m in recent), default=None),
+            "p99_seconds": max((m["p99"] for m in recent), default=None),
+        }
+
+
+async def health(conn: AsyncConn, *, owner_id: int | None = None) -> Health:
+    return Health(
+        summary=await summary(conn, owner_id=owner_id),
+        minutes=await many(conn, "stats_minutes", owner_id=owner_id),
+        workers=await many(conn, "stats_workers"),
+    )
+
+
 async def summary(conn: AsyncConn, *, owner_id: int | None = None) -> Summary:
     queue = await many(conn, "stats_queue", owner_id=owner_id)
     cluster = await one(conn, "stats_cluster", owner_id=owner_id)
@@ -48,11 +91,3 @@ async def summary(conn: AsyncConn, *, owner_id: int | None = None) -> Summary:
         leader_id=cluster["leader_id"],
         at=cluster["at"],
     )
-
-
-async def minutes(conn: AsyncConn, *, owner_id: int | None = None) -> list[dict[str, Any]]:
-    return await many(conn, "stats_minutes", owner_id=owner_id)
-
-
-async def live_workers(conn: AsyncConn) -> list[dict[str, Any]]:
-    return await many(conn, "stats_workers")

@@ -112,9 +112,7 @@ class Heartbeat:
             if key.id in renewed and key in held:
                 held[key] = sent_at
         if lost:
-            log.warning("lease_lost", run_ids=[k.id for k in lost])
-            metrics.LEASES_LOST.inc(len(lost))
-            self._on_lost(lost)
+            self._lose("lease_lost", lost)
         if cancelled:
             self._on_cancel(cancelled)
 
@@ -123,6 +121,9 @@ class Heartbeat:
         limit = self.deadline_seconds
         stale = [k for k, renewed_at in self._held().items() if now - renewed_at > limit]
         if stale:
-            log.warning("lease_expired_locally", run_ids=[k.id for k in stale])
-            metrics.LEASES_LOST.inc(len(stale))
-            self._on_lost(stale)
+            self._lose("lease_expired_locally", stale)
+
+    def _lose(self, event: str, keys: list[RunKey]) -> None:
+        log.warning(event, run_ids=[k.id for k in keys])
+        metrics.LEASES_LOST.inc(len(keys))
+        self._on_lost(keys)

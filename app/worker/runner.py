@@ -220,9 +220,7 @@ class Worker:
             claims = await runs.claim(
                 conn, worker_id=self.id, limit=limit, lease=self.settings.lease, window=window
             )
-        metrics.observe_claim(
-            [c.executor.value for c in claims], [c.started_at - c.due_at for c in claims]
-        )
+        metrics.observe_claim(claims)
         for claim in claims:
             self._start(claim, sent_at)
         self.claimed += len(claims)

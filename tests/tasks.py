@@ -36,3 +36,13 @@ async def flaky(ctx: TaskContext) -> None:
     if ctx.attempt <= int(ctx.args.get("failures", 0)):
         raise RetryableError(f"attempt {ctx.attempt} fails on purpose")
     ctx.info(f"attempt {ctx.attempt} succeeded")
+
+
+@task("test.stubborn")
+async def stubborn(ctx: TaskContext) -> None:
+    """Ignore the first cancellation and go on for `args.seconds` more: an executor that
+    does not end promptly when stopped."""
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        await asyncio.sleep(float(ctx.args.get("seconds", 30)))

@@ -241,6 +241,78 @@ def test_shell_timeout_kills_the_whole_process_group(settings: Settings, tmp_pat
     assert _processes_matching(marker) == [], "no child left behind, background one included"
 
 
+def test_python_timeouts_cancels_and_a_stubborn_task_free_their_slot(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """One slot, four runs in priority order: an async task past its timeout ends
+    `timed_out` at the timeout; one that swallows the cancellation ends `timed_out` too,
+    and its slot is freed after the wind-down bound without waiting for it; a running
+    run cancelled through the API's statement ends `cancelled`; the last run then gets
+    the slot and succeeds."""
+    from app.store.queries import q
+    from app.worker.runner import STOP_WAIT_SECONDS
+
+    url = settings.database_url or ""
+    one_slot = Settings(**{**settings.__dict__, "concurrency": 1})
+    slow = seed_runs(
+        url,
+        1,
+        task="test.ledger",
+        args={"seconds": 60},
+        timeout_seconds=1,
+        max_attempts=1,
+        priority=4,
+    )
+    stubborn = seed_runs(
+        url,
+        1,
+        task="test.stubborn",
+        args={"seconds": 30},
+        timeout_seconds=1,
+        max_attempts=1,
+        priority=3,
+    )
+    cancelled = seed_runs(url, 1, task="test.ledger", args={"seconds": 60}, priority=2)
+    last = seed_runs(url, 1, task="test.ledger", args={"seconds": 0}, priority=1)
+    ledger = tmp_path / "ledger"
+    worker = start_worker(one_slot, tmp_path / "w.log", extra_env={"TEST_LEDGER_PATH": str(ledger)})
+    try:
+        (run_id,) = wait_for(
+            "the third run to start",
+            lambda: [
+                r["id"]
+                for r in query(
+                    url,
+                    "SELECT id FROM pgsched.runs WHERE job_id = %(j)s AND state = 'running'",
+                    {"j": cancelled},
+                )
+            ],
+            timeout=20,
+        )
+        query(url, q("runs_cancel"), {"id": run_id, "owner_id": None})
+        wait_for("the last run", lambda: run_states(url, last).get("succeeded") == 1, timeout=20)
+    finally:
+        stop(worker)
+    rows = {
+        r["job_id"]: r
+        for r in query(
+            url,
+            "SELECT job_id, state::text, error, started_at, finished_at - started_at AS took "
+            "FROM pgsched.runs",
+        )
+    }
+    print({j: (r["state"], round(r["took"].total_seconds(), 2)) for j, r in rows.items()})
+    assert rows[slow]["state"] == "timed_out" and "timed out after 1s" in rows[slow]["error"]
+    assert timedelta(seconds=1) <= rows[slow]["took"] <= timedelta(seconds=1.5)
+    assert rows[stubborn]["state"] == "timed_out"
+    bound = 1 + STOP_WAIT_SECONDS
+    assert timedelta(seconds=bound) <= rows[stubborn]["took"] <= timedelta(seconds=bound + 0.5)
+    assert rows[cancelled]["state"] == "cancelled"
+    assert rows[cancelled]["took"] < timedelta(seconds=5)
+    # the slot went on after the stubborn task's bound, not after its 30 more seconds
+    assert rows[last]["started_at"] - rows[stubborn]["started_at"] < timedelta(seconds=15)
+
+
 @pytest.fixture
 def own_cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A PostgreSQL this test may restart: the embedded PostgreSQL 18 binaries."""

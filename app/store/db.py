@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -82,6 +82,38 @@ async def connect(url: str, *, name: str = "pgsched") -> AsyncConn:
     )
     conn.prepare_threshold = PREPARE_THRESHOLD
     return conn
+
+
+class OwnConnection:
+    """A connection that one loop owns (the claim, the completer, the heartbeat): it
+    skips the pool's checkout check, a round trip per use on the hot path, and cannot be
+    starved by a busy pool. Opened on first use; dropped after a connection failure, so
+    the next use reconnects (after a Postgres restart, say)."""
+
+    def __init__(self, url: str, *, name: str, setup: tuple[LiteralString, ...] = ()) -> None:
+        self._url = url
+        self._name = name
+        self._setup = setup
+        self._conn: AsyncConn | None = None
+
+    @contextlib.asynccontextmanager
+    async def use(self) -> AsyncIterator[AsyncConn]:
+        if self._conn is None or self._conn.closed:
+            conn = await connect(self._url, name=self._name)
+            for statement in self._setup:
+                await conn.execute(statement)
+            self._conn = conn
+        try:
+            yield self._conn
+        except psycopg.OperationalError:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
 
 
 def connect_sync(url: str, *, name: str = "pgsched-cli") -> Conn:

@@ -14,12 +14,11 @@ from collections.abc import Callable
 
 import psycopg
 import structlog
-from psycopg_pool import AsyncConnectionPool
 
 from app import metrics
 from app.domain.models import Completion, RunKey
 from app.store import runs
-from app.store.db import AsyncConn
+from app.store.db import OwnConnection
 
 log = structlog.get_logger("pgsched.completer")
 
@@ -30,12 +29,12 @@ RETRY_DELAY_SECONDS = 0.5
 class Completer:
     def __init__(
         self,
-        pool: AsyncConnectionPool[AsyncConn],
+        url: str,
         worker_id: str,
         *,
         on_written: Callable[[list[RunKey]], None],
     ) -> None:
-        self._pool = pool
+        self._conn = OwnConnection(url, name="pgsched-completer")
         self._worker_id = worker_id
         self._on_written = on_written
         self._queue: asyncio.Queue[Completion] = asyncio.Queue()
@@ -50,11 +49,14 @@ class Completer:
         return self._queue.qsize()
 
     async def run(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            while len(batch) < BATCH_MAX and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            await self._write(batch)
+        try:
+            while True:
+                batch = [await self._queue.get()]
+                while len(batch) < BATCH_MAX and not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                await self._write(batch)
+        finally:
+            await self._conn.close()
 
     async def drain(self) -> None:
         """Write everything submitted so far (at shutdown)."""
@@ -67,7 +69,7 @@ class Completer:
     async def _write(self, batch: list[Completion]) -> None:
         while True:
             try:
-                async with self._pool.connection() as conn:
+                async with self._conn.use() as conn:
                     rows = await runs.complete(conn, batch, worker_id=self._worker_id)
                 break
             except psycopg.OperationalError as exc:

@@ -10,7 +10,6 @@ two attempts of one run live at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from app.clock import Clock
 from app.domain.models import RunKey
 from app.settings import Settings
 from app.store import runs, workers
-from app.store.db import AsyncConn, connect
+from app.store.db import OwnConnection
 
 log = structlog.get_logger("pgsched.heartbeat")
 
@@ -41,7 +40,6 @@ class Heartbeat:
         on_cancel: Callable[[list[int]], None],
         running: Callable[[], int],
     ) -> None:
-        self._url = url
         self._worker_id = worker_id
         self._settings = settings
         self._clock = clock
@@ -49,7 +47,7 @@ class Heartbeat:
         self._on_lost = on_lost
         self._on_cancel = on_cancel
         self._running = running
-        self._conn: AsyncConn | None = None
+        self._conn = OwnConnection(url, name="pgsched-heartbeat")
         self.renewals = 0
         self.failures = 0
 
@@ -65,8 +63,7 @@ class Heartbeat:
                 await self.beat()
                 await asyncio.sleep(self._settings.heartbeat_interval.total_seconds())
         finally:
-            if self._conn is not None:
-                await self._conn.close()
+            await self._conn.close()
 
     async def beat(self) -> None:
         # A snapshot: runs claimed while this statement is in flight were not sent, and
@@ -74,34 +71,26 @@ class Heartbeat:
         sent = list(self._held())
         sent_at = self._clock.monotonic()
         try:
-            if self._conn is None or self._conn.closed:
-                self._conn = await connect(self._url, name="pgsched-heartbeat")
-            if sent:
-                renewed = await runs.heartbeat(
-                    self._conn,
-                    sent,
-                    worker_id=self._worker_id,
-                    lease=self._settings.lease,
+            async with self._conn.use() as conn:
+                if sent:
+                    renewed = await runs.heartbeat(
+                        conn, sent, worker_id=self._worker_id, lease=self._settings.lease
+                    )
+                    self._apply(sent, renewed, sent_at)
+                await workers.heartbeat(
+                    conn,
+                    id=self._worker_id,
+                    hostname=socket.gethostname(),
+                    pid=os.getpid(),
+                    concurrency=self._settings.concurrency,
+                    running=self._running(),
                 )
-                self._apply(sent, renewed, sent_at)
-            await workers.heartbeat(
-                self._conn,
-                id=self._worker_id,
-                hostname=socket.gethostname(),
-                pid=os.getpid(),
-                concurrency=self._settings.concurrency,
-                running=self._running(),
-            )
             self.renewals += 1
             metrics.HEARTBEATS.inc()
         except psycopg.OperationalError as exc:
             self.failures += 1
             metrics.HEARTBEAT_FAILURES.inc()
             log.warning("heartbeat_failed", error=str(exc).strip().splitlines()[0])
-            if self._conn is not None:
-                with contextlib.suppress(psycopg.Error):
-                    await self._conn.close()
-            self._conn = None
         self._fence_expired()
 
     def _apply(self, sent: list[RunKey], renewed: dict[int, bool], sent_at: float) -> None:

@@ -14,6 +14,10 @@ a run is never both unleased and unfinished while this worker lives. An executio
 for one of four reasons: it ended, its timeout passed (`timed_out`), it was cancelled
 (`cancelled`), or its lease was lost or the worker is shutting down (no outcome is
 written: the run belongs to someone else, or is released back to the queue).
+
+An execution is one asyncio task and, while it runs, one timer: a stop cancels the task,
+and a second timer bounds how long it may take to wind down, after which its slot is
+freed without it (so an executor that swallows cancellation cannot hold a slot).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import contextlib
 import os
 import secrets
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -45,7 +49,7 @@ from app.domain.models import (
 from app.domain.retry import RetryPolicy
 from app.settings import Settings
 from app.store import jobs, runs, workers
-from app.store.db import AsyncConn, connect
+from app.store.db import AsyncConn, OwnConnection, connect
 from app.worker.completer import Completer
 from app.worker.executors.base import Executor, FatalError, RunLog, TaskContext
 from app.worker.heartbeat import Heartbeat
@@ -70,18 +74,17 @@ class StopReason(StrEnum):
     SHUTDOWN = "shutdown"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Execution:
     claim: Claim
     started: float
-    stop_reason: StopReason | None = None
-    stop_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    log: RunLog
     task: asyncio.Task[None] | None = None
-
-    def stop(self, reason: StopReason) -> None:
-        if self.stop_reason is None:
-            self.stop_reason = reason
-            self.stop_requested.set()
+    stop_reason: StopReason | None = None
+    # the timeout while the executor runs; after a stop, the wind-down bound
+    timer: asyncio.TimerHandle | None = None
+    executing: bool = False
+    settled: bool = False
 
 
 def new_worker_id() -> str:
@@ -106,6 +109,7 @@ class Worker:
         self._executors = executors
         self._clock = clock
         self._executions: dict[int, Execution] = {}
+        self._claim_conn = OwnConnection(url, name="pgsched-claim", setup=runs.CLAIM_SESSION)
         # Every run this worker holds (executing or outcome not yet written) and the
         # monotonic time its lease was last renewed (or claimed).
         self._held: dict[RunKey, float] = {}
@@ -118,7 +122,7 @@ class Worker:
         # asked again (see _sleep).
         self._due_timer: float | None = None
         self._due_stale = True
-        self.completer = Completer(pool, self.id, on_written=self._forget)
+        self.completer = Completer(url, self.id, on_written=self._forget)
         self.heartbeat = Heartbeat(
             url,
             self.id,
@@ -169,6 +173,7 @@ class Worker:
             for task in [*side, claim_loop, stopper]:
                 task.cancel()
             await asyncio.gather(*side, claim_loop, stopper, return_exceptions=True)
+            await self._claim_conn.close()
             with contextlib.suppress(psycopg.Error):
                 async with self._pool.connection(timeout=2) as conn:
                     await workers.deregister(conn, self.id)
@@ -214,7 +219,7 @@ class Worker:
             await self._sleep(idle=want > 0)
 
     async def _claim(self, limit: int) -> int:
-        async with self._pool.connection() as conn:
+        async with self._claim_conn.use() as conn:
             window = await self._claim_window(conn)
             sent_at = self._clock.monotonic()
             claims = await runs.claim(
@@ -246,7 +251,7 @@ class Worker:
         if idle:
             if self._due_stale:
                 try:
-                    async with self._pool.connection() as conn:
+                    async with self._claim_conn.use() as conn:
                         due_at, db_now = await runs.next_due(conn)
                 except psycopg.OperationalError:
                     due_at, db_now = None, None
@@ -302,16 +307,35 @@ class Worker:
     # -- executing ---------------------------------------------------------------------
 
     def _start(self, claim: Claim, claimed_at: float) -> None:
-        execution = Execution(claim, claimed_at)
+        s = self.settings
+        run_log = RunLog(
+            self._clock, max_lines=s.max_log_lines, max_line_bytes=s.max_log_line_bytes
+        )
+        execution = Execution(claim, claimed_at, run_log)
         self._executions[claim.id] = execution
         self._held[claim.key] = claimed_at
-        execution.task = asyncio.create_task(self._execute(execution), name=f"run-{claim.id}")
+        execution.task = asyncio.create_task(self._execute(execution))
 
     def _stop_runs(self, run_ids: list[int], reason: StopReason) -> None:
         for run_id in run_ids:
             execution = self._executions.get(run_id)
             if execution is not None:
-                execution.stop(reason)
+                self._stop(execution, reason)
+
+    def _stop(self, execution: Execution, reason: StopReason) -> None:
+        """Record why an execution must stop; if its executor is running, cancel it and
+        give it STOP_WAIT_SECONDS to wind down (a shell group gets SIGTERM, then SIGKILL
+        after its own grace). Before that, _execute sees the reason and does not start."""
+        if execution.stop_reason is not None or execution.settled:
+            return
+        execution.stop_reason = reason
+        if execution.executing and execution.task is not None:
+            if execution.timer is not None:
+                execution.timer.cancel()
+            execution.task.cancel()
+            execution.timer = asyncio.get_running_loop().call_later(
+                STOP_WAIT_SECONDS, self._settle, execution, None
+            )
 
     def _forget(self, keys: list[RunKey]) -> None:
         for key in keys:
@@ -324,11 +348,58 @@ class Worker:
         structlog.contextvars.bind_contextvars(
             run_id=claim.id, attempt=claim.attempt, job_id=claim.job_id, worker_id=self.id
         )
+        completion: Completion | None = None
         try:
-            completion = await self._supervise(execution)
+            if claim.overlap is not OverlapPolicy.ALLOW:
+                completion = await self._admit(execution)
+            if completion is None and execution.stop_reason is None:
+                completion = await self._call(execution)
         finally:
-            self._executions.pop(claim.id, None)
-            self._wake.set()  # a slot is free
+            self._settle(execution, completion)
+
+    async def _call(self, execution: Execution) -> Completion | None:
+        """Run the executor under the run's timeout; None if it was stopped."""
+        claim = execution.claim
+        ctx = TaskContext(
+            run_id=claim.id,
+            attempt=claim.attempt,
+            job_id=claim.job_id,
+            slot_at=claim.slot_at,
+            payload=claim.payload,
+            message=claim.message,
+            log=execution.log,
+        )
+        execution.timer = asyncio.get_running_loop().call_later(
+            claim.timeout.total_seconds(), self._stop, execution, StopReason.TIMEOUT
+        )
+        execution.executing = True
+        try:
+            await self._executors[claim.executor].execute(claim, ctx)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                return None  # our stop: _settle reports it by its reason
+            return self._failed(execution, "execution was cancelled unexpectedly", True)
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return self._failed(execution, message, not isinstance(exc, FatalError))
+        finally:
+            execution.executing = False
+        return Completion(claim.key, RunState.SUCCEEDED, None, None, execution.log.lines())
+
+    def _settle(self, execution: Execution, completion: Completion | None) -> None:
+        """Free the slot and hand the outcome on, once: when the execution ends, or when
+        a stopped one has not wound down in time (whichever comes first)."""
+        if execution.settled:
+            return
+        execution.settled = True
+        if execution.timer is not None:
+            execution.timer.cancel()
+        claim = execution.claim
+        self._executions.pop(claim.id, None)
+        self._wake.set()  # a slot is free
+        if execution.stop_reason is not None:
+            completion = self._stopped(execution)
         if completion is None:
             return
         metrics.observe_outcome(
@@ -338,48 +409,10 @@ class Worker:
         )
         self.completer.submit(completion)
 
-    async def _supervise(self, execution: Execution) -> Completion | None:
-        claim = execution.claim
-        s = self.settings
-        run_log = RunLog(
-            self._clock, max_lines=s.max_log_lines, max_line_bytes=s.max_log_line_bytes
-        )
-        ctx = TaskContext(
-            run_id=claim.id,
-            attempt=claim.attempt,
-            job_id=claim.job_id,
-            slot_at=claim.slot_at,
-            payload=claim.payload,
-            message=claim.message,
-            log=run_log,
-        )
-        if claim.overlap is not OverlapPolicy.ALLOW:
-            refused = await self._admit(claim, run_log)
-            if refused is not None:
-                return refused
-        inner = asyncio.create_task(self._executors[claim.executor].execute(claim, ctx))
-        stop_wait = asyncio.create_task(execution.stop_requested.wait())
-        try:
-            await asyncio.wait(
-                [inner, stop_wait],
-                timeout=claim.timeout.total_seconds(),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            stop_wait.cancel()
-        if not inner.done():
-            execution.stop(StopReason.TIMEOUT)
-            inner.cancel()
-            await asyncio.wait([inner], timeout=STOP_WAIT_SECONDS)
-            return self._stopped(execution, run_log)
-        state, error, retriable = _outcome(inner)
-        if error:
-            run_log.write(LogStream.SYSTEM, error)
-        return self._completion(claim, state, error, retriable, run_log)
-
-    async def _admit(self, claim: Claim, run_log: RunLog) -> Completion | None:
+    async def _admit(self, execution: Execution) -> Completion | None:
         """The overlap gate of a forbid/replace job (sql/jobs.sql jobs_overlap_gate);
         returns the `skipped` outcome of a run that may not start."""
+        claim, run_log = execution.claim, execution.log
         async with self._pool.connection() as conn:
             gate = await jobs.overlap_gate(
                 conn, job_id=claim.job_id, run_id=claim.id, due_at=claim.due_at
@@ -387,34 +420,30 @@ class Worker:
             previous = gate["previous_id"]
             if not gate["admitted"]:
                 reason = f"previous run {previous} still active (overlap forbid)"
-                run_log.write(LogStream.SYSTEM, reason)
-                return Completion(claim.key, RunState.SKIPPED, reason, None, run_log.lines())
+                return self._ended(claim, RunState.SKIPPED, reason, None, run_log)
             if previous is None:
                 return None
             # replace: the previous run was told to stop; start only once it has ended.
             s = self.settings
             deadline = self._clock.monotonic() + (s.lease * 2 + s.reclaim_interval).total_seconds()
-            while self._clock.monotonic() < deadline:
+            while self._clock.monotonic() < deadline and execution.stop_reason is None:
                 row = await runs.get(conn, previous, owner_id=None)
                 if row is None or RunState(row["state"]).is_final:
                     run_log.write(LogStream.SYSTEM, f"replaced run {previous}")
                     return None
                 await asyncio.sleep(REPLACE_POLL_SECONDS)
         reason = f"previous run {previous} did not stop in time (overlap replace)"
-        run_log.write(LogStream.SYSTEM, reason)
-        return Completion(claim.key, RunState.SKIPPED, reason, None, run_log.lines())
+        return self._ended(claim, RunState.SKIPPED, reason, None, run_log)
 
-    def _stopped(self, execution: Execution, run_log: RunLog) -> Completion | None:
-        claim = execution.claim
+    def _stopped(self, execution: Execution) -> Completion | None:
+        claim, run_log = execution.claim, execution.log
         reason = execution.stop_reason
         if reason is StopReason.TIMEOUT:
-            error = f"timed out after {claim.timeout.total_seconds():g}s"
-            run_log.write(LogStream.SYSTEM, error)
             log.info("run_timed_out")
-            return self._completion(claim, RunState.TIMED_OUT, error, True, run_log)
+            error = f"timed out after {claim.timeout.total_seconds():g}s"
+            return self._ended(claim, RunState.TIMED_OUT, error, self._retry_in(claim), run_log)
         if reason is StopReason.CANCELLED:
-            run_log.write(LogStream.SYSTEM, "cancelled")
-            return self._completion(claim, RunState.CANCELLED, "cancelled", False, run_log)
+            return self._ended(claim, RunState.CANCELLED, "cancelled", None, run_log)
         if reason is StopReason.SHUTDOWN:
             self._released.append(claim.key)
         else:
@@ -422,23 +451,20 @@ class Worker:
         self._held.pop(claim.key, None)
         return None
 
-    def _completion(
-        self, claim: Claim, state: RunState, error: str | None, retriable: bool, run_log: RunLog
+    def _failed(self, execution: Execution, error: str, retriable: bool) -> Completion:
+        claim = execution.claim
+        retry_in = self._retry_in(claim) if retriable else None
+        return self._ended(claim, RunState.FAILED, error, retry_in, execution.log)
+
+    @staticmethod
+    def _retry_in(claim: Claim) -> timedelta | None:
+        policy = RetryPolicy(claim.max_attempts, claim.backoff_base, claim.backoff_max)
+        return policy.delay(claim.attempt) if policy.has_attempts_left(claim.attempt) else None
+
+    @staticmethod
+    def _ended(
+        claim: Claim, state: RunState, error: str, retry_in: timedelta | None, run_log: RunLog
     ) -> Completion:
-        retry_in = None
-        if state in (RunState.FAILED, RunState.TIMED_OUT) and retriable:
-            policy = RetryPolicy(claim.max_attempts, claim.backoff_base, claim.backoff_max)
-            if policy.has_attempts_left(claim.attempt):
-                retry_in = policy.delay(claim.attempt)
+        """The outcome of a run that did not succeed; its reason is its last log line."""
+        run_log.write(LogStream.SYSTEM, error)
         return Completion(claim.key, state, error, retry_in, run_log.lines())
-
-
-def _outcome(inner: asyncio.Task[None]) -> tuple[RunState, str | None, bool]:
-    """(state, error, retriable) of an execution that ended by itself."""
-    if inner.cancelled():
-        return RunState.FAILED, "execution was cancelled unexpectedly", True
-    exc = inner.exception()
-    if exc is None:
-        return RunState.SUCCEEDED, None, False
-    message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return RunState.FAILED, message, not isinstance(exc, FatalError)

@@ -8,6 +8,7 @@ table and, with --json, as JSON.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import secrets
 import socket
@@ -18,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -95,14 +96,15 @@ def _sql(url: str, sql: str, params: dict[str, Any] | None = None) -> list[tuple
         return cur.fetchall() if cur.description else []
 
 
-def _one_job(url: str, task: str = "pgsched.noop") -> int:
+def _one_job(url: str, task: str = "pgsched.noop", owner: int | None = None) -> int:
+    """A one-off python job of `owner` (default: the user `bench`)."""
     row = _sql(
         url,
         "INSERT INTO pgsched.jobs (owner_id, schedule_kind, executor, task, timeout_seconds, "
         "max_attempts, backoff_base_seconds, backoff_max_seconds) "
         "SELECT id, 'once', 'python', %(task)s, 60, 3, 1, 60 FROM pgsched.users "
-        "WHERE username = 'bench' RETURNING id",
-        {"task": task},
+        "WHERE coalesce(id = %(owner)s, username = 'bench') RETURNING id",
+        {"task": task, "owner": owner},
     )
     return int(row[0][0])
 
@@ -291,52 +293,64 @@ def planner(bench: Bench, jobs: int = 100_000) -> list[Result]:
     ]
 
 
-def enqueue(bench: Bench, single: int = 3000, bulk: int = 100_000) -> list[Result]:
-    """Direct inserts: one run per statement (prepared), and one statement for many."""
+def enqueue(
+    bench: Bench, single: int = 4000, bulk: int = 100_000, clients: int = 8
+) -> list[Result]:
+    """Direct inserts through runs_insert_slots: one run per statement (prepared, each its
+    own transaction) from one client and from `clients` clients, each with an owner of its
+    own (one owner's inserts queue on its fair-share row); and 10,000 runs per statement."""
     url = bench.fresh_db()
-    job = _one_job(url)
-    owner = int(_sql(url, "SELECT id FROM pgsched.users WHERE username = 'bench'")[0][0])
+    owners = [
+        int(r[0])
+        for r in _sql(
+            url,
+            "INSERT INTO pgsched.users (username) "
+            "SELECT 'enqueue-' || g FROM generate_series(1, %(n)s) g RETURNING id",
+            {"n": clients},
+        )
+    ]
+    jobs = {owner: _one_job(url, owner=owner) for owner in owners}
+    slot_base = time.time()
+    taken = itertools.count()
 
-    async def singles() -> int:
+    def slot() -> datetime:  # distinct slots, all due within the next minutes
+        return datetime.fromtimestamp(slot_base + next(taken) * 1e-5, UTC)
+
+    async def one_client(owner: int, n: int) -> None:
         conn = await connect(url)
-        base = time.time()
-        from datetime import UTC, datetime
-
-        for i in range(single):
-            slot = datetime.fromtimestamp(base + i * 1e-4, UTC)
-            await runs.insert_slots(conn, [(job, owner, slot, 0, RunState.QUEUED, None)])
-            if i % 500 == 0:
-                bench.progress(f"enqueue single: {i}")
+        for _ in range(n):
+            await runs.insert_slots(conn, [(jobs[owner], owner, slot(), 0, RunState.QUEUED, None)])
         await conn.close()
-        return single
+
+    async def singles(k: int) -> int:
+        bench.progress(f"enqueue: {single} single inserts from {k} clients")
+        await asyncio.gather(*(one_client(owners[c], single // k) for c in range(k)))
+        return single // k * k
 
     async def bulk_insert() -> int:
         conn = await connect(url)
-        from datetime import UTC, datetime
-
-        base = time.time() + 3600
         batch = 10_000
         for start in range(0, bulk, batch):
             rows = [
-                (
-                    job,
-                    owner,
-                    datetime.fromtimestamp(base + (start + i) * 1e-4, UTC),
-                    0,
-                    RunState.QUEUED,
-                    None,
-                )
-                for i in range(batch)
+                (jobs[owners[0]], owners[0], slot(), 0, RunState.QUEUED, None) for _ in range(batch)
             ]
             await runs.insert_slots(conn, rows)
             bench.progress(f"enqueue bulk: {start + batch}")
         await conn.close()
         return bulk
 
-    n1, s1 = asyncio.run(_timed(singles))
+    n1, s1 = asyncio.run(_timed(lambda: singles(1)))
+    nk, sk = asyncio.run(_timed(lambda: singles(clients)))
     n2, s2 = asyncio.run(_timed(bulk_insert))
     return [
-        Result("enqueue", "single direct insert", n1 / s1, "runs/s", {"runs": n1}),
+        Result("enqueue", "single direct insert, 1 client", n1 / s1, "runs/s", {"runs": n1}),
+        Result(
+            "enqueue",
+            f"single direct insert, {clients} clients (one owner each)",
+            nk / sk,
+            "runs/s",
+            {"runs": nk},
+        ),
         Result(
             "enqueue", "bulk insert (unnest, 10k per statement)", n2 / s2, "runs/s", {"runs": n2}
         ),

@@ -87,7 +87,7 @@ SELECT j.id, j.owner_id, j.schedule_kind, j.execute_at, j.cron, j.interval_secon
  WHERE j.state = 'active'
    AND j.next_run_at IS NOT NULL
    AND j.next_run_at <= coalesce(%(now)s::timestamptz, now()) + %(horizon)s::interval
-   AND (%(job_ids)s::bigint[] IS NULL OR j.id = ANY(%(job_ids)s::bigint[]))
+   AND (%(job_ids)b::bigint[] IS NULL OR j.id = ANY(%(job_ids)b::bigint[]))
  ORDER BY j.next_run_at
  LIMIT %(limit)s::int
    FOR UPDATE SKIP LOCKED
@@ -96,7 +96,7 @@ SELECT j.id, j.owner_id, j.schedule_kind, j.execute_at, j.cron, j.interval_secon
 -- Move the planner's cursor of each planned job past the slots it materialised.
 UPDATE pgsched.jobs AS j
    SET next_run_at = a.next_run_at
-  FROM unnest(%(ids)s::bigint[], %(next_run_ats)s::timestamptz[]) AS a(id, next_run_at)
+  FROM unnest(%(ids)b::bigint[], %(next_run_ats)b::timestamptz[]) AS a(id, next_run_at)
  WHERE j.id = a.id
 
 -- name: jobs_overlap_gate :one

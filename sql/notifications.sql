@@ -34,8 +34,8 @@ UPDATE pgsched.notifications AS n
        last_error = r.error,
        history = n.history || jsonb_build_array(jsonb_build_object(
            'attempt', n.attempts, 'at', now(), 'status', r.status, 'error', r.error))
-  FROM unnest(%(ids)s::bigint[], %(oks)s::bool[], %(statuses)s::int[], %(errors)s::text[],
-              %(retry_in)s::float8[]) AS r(id, ok, status, error, retry_in)
+  FROM unnest(%(ids)b::bigint[], %(oks)b::bool[], %(statuses)b::int[], %(errors)b::text[],
+              %(retry_in)b::float8[]) AS r(id, ok, status, error, retry_in)
  WHERE n.id = r.id
 
 -- name: notifications_list_for_job :many

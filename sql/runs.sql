@@ -52,7 +52,7 @@ SELECT * FROM claimed
 -- held (a missing one was reclaimed: its execution must stop) and their cancel flag.
 UPDATE pgsched.runs AS r
    SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
-  FROM unnest(%(ids)s::bigint[], %(due_ats)s::timestamptz[], %(attempts)s::int[])
+  FROM unnest(%(ids)b::bigint[], %(due_ats)b::timestamptz[], %(attempts)b::int[])
        AS h(id, due_at, attempt)
  WHERE r.id = h.id
    AND r.due_at = h.due_at
@@ -68,9 +68,9 @@ RETURNING r.id, r.cancel_requested
 -- whose outcome was taken; a fenced-out run is simply absent.
 WITH outcome AS (
     SELECT *
-      FROM unnest(%(ids)s::bigint[], %(due_ats)s::timestamptz[], %(attempts)s::int[],
-                  %(states)s::pgsched.run_state[], %(errors)s::text[],
-                  %(retry_in)s::float8[])
+      FROM unnest(%(ids)b::bigint[], %(due_ats)b::timestamptz[], %(attempts)b::int[],
+                  %(states)b::pgsched.run_state[], %(errors)b::text[],
+                  %(retry_in)b::float8[])
            AS o(id, due_at, attempt, state, error, retry_in)
 ),
 done AS (
@@ -102,9 +102,9 @@ retried AS (
 logged AS (
     INSERT INTO pgsched.run_logs (run_id, run_due_at, seq, at, stream, line)
     SELECT l.run_id, l.run_due_at, l.seq, l.at, l.stream, l.line
-      FROM unnest(%(log_run_ids)s::bigint[], %(log_due_ats)s::timestamptz[],
-                  %(log_seqs)s::int[], %(log_ats)s::timestamptz[],
-                  %(log_streams)s::pgsched.log_stream[], %(log_lines)s::text[])
+      FROM unnest(%(log_run_ids)b::bigint[], %(log_due_ats)b::timestamptz[],
+                  %(log_seqs)b::int[], %(log_ats)b::timestamptz[],
+                  %(log_streams)b::pgsched.log_stream[], %(log_lines)b::text[])
            AS l(run_id, run_due_at, seq, at, stream, line)
       JOIN done AS d ON d.id = l.run_id AND d.due_at = l.run_due_at
     ON CONFLICT DO NOTHING
@@ -158,7 +158,7 @@ WITH released AS (
            worker_id = NULL,
            lease_expires_at = NULL,
            started_at = NULL
-      FROM unnest(%(ids)s::bigint[], %(due_ats)s::timestamptz[], %(attempts)s::int[])
+      FROM unnest(%(ids)b::bigint[], %(due_ats)b::timestamptz[], %(attempts)b::int[])
            AS h(id, due_at, attempt)
      WHERE r.id = h.id
        AND r.due_at = h.due_at
@@ -265,9 +265,9 @@ SELECT least(min(due_at), coalesce(%(now)s::timestamptz, now()) - %(margin)s::in
 WITH s AS (
     SELECT *,
            row_number() OVER (PARTITION BY owner_id, state ORDER BY slot_at, n) AS k
-      FROM unnest(%(job_ids)s::bigint[], %(owner_ids)s::bigint[], %(slot_ats)s::timestamptz[],
-                  %(priorities)s::smallint[], %(states)s::pgsched.run_state[],
-                  %(errors)s::text[])
+      FROM unnest(%(job_ids)b::bigint[], %(owner_ids)b::bigint[], %(slot_ats)b::timestamptz[],
+                  %(priorities)b::smallint[], %(states)b::pgsched.run_state[],
+                  %(errors)b::text[])
            WITH ORDINALITY AS s(job_id, owner_id, slot_at, priority, state, error, n)
 ), owners AS MATERIALIZED (
     SELECT u.id

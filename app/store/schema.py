@@ -151,7 +151,6 @@ runs = sa.Table(
     ),
     sa.Index("runs_due_idx", "due_at", postgresql_where=sa.text("state = 'queued'")),
     sa.Index("runs_lease_idx", "lease_expires_at", postgresql_where=sa.text("state = 'running'")),
-    sa.Index("runs_job_idx", "job_id", "slot_at"),
     sa.Index("runs_dead_idx", "finished_at", postgresql_where=sa.text("dead")),
     postgresql_partition_by="RANGE (due_at)",
 )

@@ -34,7 +34,7 @@ from app.errors import (
 )
 from app.settings import Settings
 from app.store import migrate
-from app.store.db import create_pool, translate
+from app.store.db import create_pool, first_line, translate
 from app.worker.executors.python import import_modules
 
 log = structlog.get_logger("pgsched.api")
@@ -65,7 +65,7 @@ def app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[ErrorEnvelop
 def database_error(request: Request[Any, Any, Any], exc: psycopg.Error) -> Response[ErrorEnvelope]:
     translated = translate(exc)
     if type(translated) is AppError or translated.code == "store_error":
-        log.error("database_error", path=request.url.path, error=str(exc).splitlines()[0])
+        log.error("database_error", path=request.url.path, error=first_line(exc))
     return app_error(request, translated)
 
 

@@ -25,7 +25,7 @@ from app.api.accounts import Authenticated, CurrentUser, pool_of
 from app.api.schemas import ERRORS
 from app.store import runs
 from app.store.clock import db_now
-from app.store.db import AsyncConn, connect
+from app.store.db import AsyncConn, connect, first_line
 
 log = structlog.get_logger("pgsched.events")
 
@@ -60,7 +60,7 @@ class EventHub:
                         for wake in self._subscribers.get(int(owner), ()) if owner else ():
                             wake.set()
             except psycopg.OperationalError as exc:
-                log.warning("events_reconnecting", error=str(exc).strip().splitlines()[0])
+                log.warning("events_reconnecting", error=first_line(exc))
                 await asyncio.sleep(RECONNECT_SECONDS)
             finally:
                 if conn is not None:

@@ -44,11 +44,12 @@ def translate(exc: BaseException) -> AppError:
     ):
         return ValidationError(f"invalid value: {getattr(exc.diag, 'message_primary', exc)}")
     if isinstance(exc, psycopg.OperationalError):
-        return UnavailableError(f"database unavailable: {_first_line(exc)}")
-    return StoreError(f"database error: {_first_line(exc)}")
+        return UnavailableError(f"database unavailable: {first_line(exc)}")
+    return StoreError(f"database error: {first_line(exc)}")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An error's first line, for logs and messages (psycopg's carry a multi-line context)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 

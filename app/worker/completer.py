@@ -18,7 +18,7 @@ import structlog
 from app import metrics
 from app.domain.models import Completion, RunKey
 from app.store import runs
-from app.store.db import OwnConnection
+from app.store.db import OwnConnection, first_line
 
 log = structlog.get_logger("pgsched.completer")
 
@@ -73,7 +73,7 @@ class Completer:
                     rows = await runs.complete(conn, batch, worker_id=self._worker_id)
                 break
             except psycopg.OperationalError as exc:
-                log.warning("completion_retry", error=str(exc).strip(), runs=len(batch))
+                log.warning("completion_retry", error=first_line(exc), runs=len(batch))
                 await asyncio.sleep(RETRY_DELAY_SECONDS)
         taken = {r["id"] for r in rows}
         for completion in batch:

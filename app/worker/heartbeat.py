@@ -22,7 +22,7 @@ from app.clock import Clock
 from app.domain.models import RunKey
 from app.settings import Settings
 from app.store import runs, workers
-from app.store.db import OwnConnection
+from app.store.db import OwnConnection, first_line
 
 log = structlog.get_logger("pgsched.heartbeat")
 
@@ -90,7 +90,7 @@ class Heartbeat:
         except psycopg.OperationalError as exc:
             self.failures += 1
             metrics.HEARTBEAT_FAILURES.inc()
-            log.warning("heartbeat_failed", error=str(exc).strip().splitlines()[0])
+            log.warning("heartbeat_failed", error=first_line(exc))
         self._fence_expired()
 
     def _apply(self, sent: list[RunKey], renewed: dict[int, bool], sent_at: float) -> None:

@@ -49,7 +49,7 @@ from app.domain.models import (
 from app.domain.retry import RetryPolicy
 from app.settings import Settings
 from app.store import jobs, runs, workers
-from app.store.db import AsyncConn, OwnConnection, connect
+from app.store.db import AsyncConn, OwnConnection, connect, first_line
 from app.worker.completer import Completer
 from app.worker.executors.base import Executor, FatalError, RunLog, TaskContext
 from app.worker.heartbeat import Heartbeat
@@ -211,7 +211,7 @@ class Worker:
                 try:
                     got = await self._claim(want)
                 except psycopg.OperationalError as exc:
-                    log.warning("claim_failed", error=str(exc).strip().splitlines()[0])
+                    log.warning("claim_failed", error=first_line(exc))
                     await asyncio.sleep(RECONNECT_DELAY_SECONDS)
                     continue
                 if got == want:
@@ -297,7 +297,7 @@ class Worker:
                     else:
                         self._runs_changed()
             except psycopg.OperationalError as exc:
-                log.warning("listener_reconnecting", error=str(exc).strip().splitlines()[0])
+                log.warning("listener_reconnecting", error=first_line(exc))
                 await asyncio.sleep(RECONNECT_DELAY_SECONDS)
             finally:
                 if conn is not None:
@@ -351,7 +351,12 @@ class Worker:
         completion: Completion | None = None
         try:
             if claim.overlap is not OverlapPolicy.ALLOW:
-                completion = await self._admit(execution)
+                try:
+                    completion = await self._admit(execution)
+                except psycopg.Error as exc:
+                    # an outcome, so the run is not held (and renewed) forever
+                    error = f"overlap check failed: {first_line(exc)}"
+                    completion = self._failed(execution, error, True)
             if completion is None and execution.stop_reason is None:
                 completion = await self._call(execution)
         finally:

@@ -35,8 +35,8 @@ WITH picked AS (
        AND r.due_at < %(ceiling)s::timestamptz
        AND j.id = r.job_id
     RETURNING r.id, r.due_at, r.attempt, r.job_id, r.owner_id, r.slot_at, r.started_at,
-              r.vft, j.executor, j.task, j.payload, j.message, j.timeout_seconds,
-              j.max_attempts, j.backoff_base_seconds, j.backoff_max_seconds, j.overlap
+              r.vft, j.executor::text, j.task, j.payload, j.message, j.timeout_seconds,
+              j.max_attempts, j.backoff_base_seconds, j.backoff_max_seconds, j.overlap::text
 ), ticked AS (
     -- Fair share: system virtual time follows the work being served (one row write per
     -- claim statement, and none when it would not move).
@@ -138,7 +138,7 @@ outbox AS (
     ON CONFLICT DO NOTHING
     RETURNING 1
 )
-SELECT d.id, d.job_id, d.attempt, d.state, d.dead,
+SELECT d.id, d.job_id, d.attempt, d.state::text, d.dead,
        (SELECT count(*) FROM retried) AS retried,
        (SELECT count(*) FROM logged) AS logged,
        (SELECT count(*) FROM ended_jobs) AS ended_jobs,

@@ -51,6 +51,7 @@ async def claim(
     rows = await many(
         conn,
         "runs_claim",
+        binary=True,
         worker_id=worker_id,
         limit=limit,
         lease=lease,
@@ -91,7 +92,13 @@ async def heartbeat(
 ) -> dict[int, bool]:
     """Renew leases; returns {run id: cancel requested} for the runs still held."""
     rows = await many(
-        conn, "runs_heartbeat", worker_id=worker_id, lease=lease, now=now, **_keys(keys)
+        conn,
+        "runs_heartbeat",
+        binary=True,
+        worker_id=worker_id,
+        lease=lease,
+        now=now,
+        **_keys(keys),
     )
     return {r["id"]: r["cancel_requested"] for r in rows}
 
@@ -107,6 +114,7 @@ async def complete(
     return await many(
         conn,
         "runs_complete",
+        binary=True,
         worker_id=worker_id,
         now=now,
         **_keys([c.key for c in completions]),

@@ -9,7 +9,6 @@ or on its keep-alive tick, because the read is by time, not by message.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -25,12 +24,11 @@ from app.api.accounts import Authenticated, CurrentUser, pool_of
 from app.api.schemas import ERRORS
 from app.store import runs
 from app.store.clock import db_now
-from app.store.db import AsyncConn, connect, first_line
+from app.store.db import listen_forever
 
 log = structlog.get_logger("pgsched.events")
 
 KEEPALIVE_SECONDS = 15.0
-RECONNECT_SECONDS = 1.0
 
 
 class EventHub:
@@ -49,23 +47,18 @@ class EventHub:
             del self._subscribers[owner_id]
 
     async def run(self) -> None:
-        while True:
-            conn: AsyncConn | None = None
-            try:
-                conn = await connect(self._url, name="pgsched-events")
-                await conn.execute("LISTEN pgsched_events")
-                self._wake_all()  # whatever happened while we were away
-                async for note in conn.notifies():
-                    for owner in note.payload.split(","):
-                        for wake in self._subscribers.get(int(owner), ()) if owner else ():
-                            wake.set()
-            except psycopg.OperationalError as exc:
-                log.warning("events_reconnecting", error=first_line(exc))
-                await asyncio.sleep(RECONNECT_SECONDS)
-            finally:
-                if conn is not None:
-                    with contextlib.suppress(psycopg.Error):
-                        await conn.close()
+        await listen_forever(
+            self._url,
+            ("pgsched_events",),
+            name="pgsched-events",
+            on_connect=self._wake_all,  # whatever happened while we were away
+            on_note=self._on_note,
+        )
+
+    def _on_note(self, note: psycopg.Notify) -> None:
+        for owner in note.payload.split(","):
+            for wake in self._subscribers.get(int(owner), ()) if owner else ():
+                wake.set()
 
     def _wake_all(self) -> None:
         for wakes in self._subscribers.values():

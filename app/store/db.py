@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, LiteralString
 
 import psycopg
+import structlog
 from psycopg import errors as pg_errors
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -19,6 +22,9 @@ Conn = psycopg.Connection[dict[str, Any]]
 # Prepare hot statements server-side after their first use: the claim, heartbeat and
 # completion run thousands of times a second and skip parsing and planning each time.
 PREPARE_THRESHOLD = 1
+LISTEN_RECONNECT_SECONDS = 0.5
+
+log = structlog.get_logger("pgsched.db")
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -115,6 +121,35 @@ class OwnConnection:
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
                 await conn.close()
+
+
+async def listen_forever(
+    url: str,
+    channels: tuple[str, ...],
+    *,
+    name: str,
+    on_connect: Callable[[], None],
+    on_note: Callable[[psycopg.Notify], None],
+) -> None:
+    """LISTEN on `channels` and hand every notification to `on_note`; reconnect forever.
+    `on_connect` runs after each (re)connect, before any notification: what was sent
+    while no one listened is lost, so the caller must catch up by reading."""
+    while True:
+        conn: AsyncConn | None = None
+        try:
+            conn = await connect(url, name=name)
+            for channel in channels:
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            on_connect()
+            async for note in conn.notifies():
+                on_note(note)
+        except psycopg.OperationalError as exc:
+            log.warning("listen_reconnecting", connection=name, error=first_line(exc))
+            await asyncio.sleep(LISTEN_RECONNECT_SECONDS)
+        finally:
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.close()
 
 
 def connect_sync(url: str, *, name: str = "pgsched-cli") -> Conn:

@@ -49,7 +49,7 @@ from app.domain.models import (
 from app.domain.retry import RetryPolicy
 from app.settings import Settings
 from app.store import jobs, runs, workers
-from app.store.db import AsyncConn, OwnConnection, connect, first_line
+from app.store.db import AsyncConn, OwnConnection, first_line, listen_forever
 from app.worker.completer import Completer
 from app.worker.executors.base import Executor, FatalError, RunLog, TaskContext
 from app.worker.heartbeat import Heartbeat
@@ -282,27 +282,21 @@ class Worker:
         self._wake.set()
 
     async def _listen(self) -> None:
-        """LISTEN for inserted runs (wake up) and cancel requests; reconnect forever."""
-        while True:
-            conn: AsyncConn | None = None
-            try:
-                conn = await connect(self._url, name="pgsched-listener")
-                await conn.execute("LISTEN pgsched_runs")
-                await conn.execute("LISTEN pgsched_cancel")
-                self._runs_changed()  # notifications sent while we were away are lost
-                async for note in conn.notifies():
-                    if note.channel == "pgsched_cancel" and note.payload:
-                        ids = [int(x) for x in note.payload.split(",") if x]
-                        self._stop_runs(ids, StopReason.CANCELLED)
-                    else:
-                        self._runs_changed()
-            except psycopg.OperationalError as exc:
-                log.warning("listener_reconnecting", error=first_line(exc))
-                await asyncio.sleep(RECONNECT_DELAY_SECONDS)
-            finally:
-                if conn is not None:
-                    with contextlib.suppress(psycopg.Error):
-                        await conn.close()
+        """LISTEN for inserted runs (wake up) and cancel requests."""
+        await listen_forever(
+            self._url,
+            ("pgsched_runs", "pgsched_cancel"),
+            name="pgsched-listener",
+            on_connect=self._runs_changed,  # what was inserted meanwhile: ask again
+            on_note=self._on_note,
+        )
+
+    def _on_note(self, note: psycopg.Notify) -> None:
+        if note.channel == "pgsched_cancel" and note.payload:
+            ids = [int(x) for x in note.payload.split(",") if x]
+            self._stop_runs(ids, StopReason.CANCELLED)
+        else:
+            self._runs_changed()
 
     # -- executing ---------------------------------------------------------------------
 

@@ -254,23 +254,12 @@ def test_python_timeouts_cancels_and_a_stubborn_task_free_their_slot(
 
     url = settings.database_url or ""
     one_slot = Settings(**{**settings.__dict__, "concurrency": 1})
+    one_second_once = {"timeout_seconds": 1, "max_attempts": 1}
     slow = seed_runs(
-        url,
-        1,
-        task="test.ledger",
-        args={"seconds": 60},
-        timeout_seconds=1,
-        max_attempts=1,
-        priority=4,
+        url, 1, task="test.ledger", args={"seconds": 60}, priority=4, **one_second_once
     )
     stubborn = seed_runs(
-        url,
-        1,
-        task="test.stubborn",
-        args={"seconds": 30},
-        timeout_seconds=1,
-        max_attempts=1,
-        priority=3,
+        url, 1, task="test.stubborn", args={"seconds": 30}, priority=3, **one_second_once
     )
     cancelled = seed_runs(url, 1, task="test.ledger", args={"seconds": 60}, priority=2)
     last = seed_runs(url, 1, task="test.ledger", args={"seconds": 0}, priority=1)

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from app.domain.retry import RetryPolicy
@@ -381,3 +382,43 @@ def test_workers_survive_a_postgres_restart(
         "GROUP BY slot_at HAVING count(*) FILTER (WHERE state = 'succeeded') <> 1",
     )
     assert per_slot == []
+
+
+def test_a_worker_error_before_the_task_still_ends_the_run(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The overlap gate of a forbid job loses its connection while it waits for the job's
+    row lock: the run must end `failed` (and be retried), not stay held and renewed."""
+    url = settings.database_url or ""
+    job_id = seed_runs(url, 1, task="test.ledger", args={"seconds": 0})
+    query(url, "UPDATE pgsched.jobs SET overlap = 'forbid' WHERE id = %(j)s", {"j": job_id})
+    blocker = psycopg.connect(url)
+    blocker.execute("SELECT 1 FROM pgsched.jobs WHERE id = %(j)s FOR UPDATE", {"j": job_id})
+    worker = start_worker(
+        settings, tmp_path / "w.log", extra_env={"TEST_LEDGER_PATH": str(tmp_path / "ledger")}
+    )
+    try:
+        (waiting,) = wait_for(
+            "the overlap gate to wait on the job's lock",
+            lambda: query(
+                url,
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE '%%active_run_id%%' AND pid <> pg_backend_pid()",
+            ),
+            timeout=20,
+        )
+        query(url, "SELECT pg_terminate_backend(%(p)s)", {"p": waiting["pid"]})
+        wait_for("the attempt to fail", lambda: run_states(url, job_id).get("failed"), timeout=15)
+        blocker.rollback()
+        wait_for("the retry", lambda: run_states(url, job_id).get("succeeded"), timeout=15)
+    finally:
+        blocker.close()
+        stop(worker)
+    attempts = query(
+        url,
+        "SELECT attempt, state::text, error FROM pgsched.runs WHERE job_id = %(j)s "
+        "ORDER BY attempt",
+        {"j": job_id},
+    )
+    assert [(a["attempt"], a["state"]) for a in attempts] == [(1, "failed"), (2, "succeeded")]
+    assert attempts[0]["error"].startswith("worker error: ")

@@ -345,14 +345,15 @@ class Worker:
         completion: Completion | None = None
         try:
             if claim.overlap is not OverlapPolicy.ALLOW:
-                try:
-                    completion = await self._admit(execution)
-                except psycopg.Error as exc:
-                    # an outcome, so the run is not held (and renewed) forever
-                    error = f"overlap check failed: {first_line(exc)}"
-                    completion = self._failed(execution, error, True)
+                completion = await self._admit(execution)
             if completion is None and execution.stop_reason is None:
                 completion = await self._call(execution)
+        except Exception as exc:
+            # The task's own errors are outcomes already (_call); this is the worker's
+            # (the overlap gate losing its connection, say). A claimed run must still get
+            # an outcome, or it would stay held, and renewed, forever.
+            log.exception("execution_error")
+            completion = self._failed(execution, f"worker error: {first_line(exc)}", True)
         finally:
             self._settle(execution, completion)
 

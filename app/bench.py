@@ -31,9 +31,10 @@ import psycopg
 from app.domain.models import RunState
 from app.errors import ValidationError
 from app.planner import plan
-from app.store import migrate, runs
+from app.store import migrate, runs, waker
 from app.store.db import connect
 from app.store.queries import q
+from app.store.waker import Waker
 from app.tasks import TaskContext, task
 
 # Worker settings of the scenarios that time recovery: the budget is lease + sweep + 1 s.
@@ -295,15 +296,16 @@ def planner(bench: Bench, jobs: int = 100_000) -> list[Result]:
 
 
 # How many concurrent clients single inserts are measured with (one connection each, in
-# one process); PostgreSQL serializes notifying commits, so more is not always faster.
+# one process).
 ENQUEUE_CLIENTS = (1, 2, 4, 8)
 
 
 def enqueue(bench: Bench, single: int = 4000, bulk: int = 100_000) -> list[Result]:
-    """Direct inserts through runs_insert_slots: one run per statement (prepared, each its
-    own transaction) from each number of clients in ENQUEUE_CLIENTS, each client with an
-    owner of its own (one owner's inserts queue on its fair-share row); and 10,000 runs
-    per statement."""
+    """Direct inserts, as a run triggered through the API or CLI is made: one run per
+    statement (runs_insert_one, prepared, each its own transaction) from each number of
+    clients in ENQUEUE_CLIENTS, each client with an owner of its own (one owner's inserts
+    queue on its fair-share row), the workers' wake-up sent after each commit through the
+    process's Waker; and runs_insert_slots with 10,000 runs per statement."""
     url = bench.fresh_db()
     owners = [
         int(r[0])
@@ -321,15 +323,35 @@ def enqueue(bench: Bench, single: int = 4000, bulk: int = 100_000) -> list[Resul
     def slot() -> datetime:  # distinct slots, all due within the next minutes
         return datetime.fromtimestamp(slot_base + next(taken) * 1e-5, UTC)
 
-    async def one_client(owner: int, n: int) -> None:
+    async def one_client(owner: int, n: int, wakes: Waker) -> None:
         conn = await connect(url)
         for _ in range(n):
-            await runs.insert_slots(conn, [(jobs[owner], owner, slot(), 0, RunState.QUEUED, None)])
+            await runs.insert_one(
+                conn,
+                job_id=jobs[owner],
+                owner_id=owner,
+                slot_at=slot(),
+                priority=0,
+                defer_wake=True,
+            )
+            wakes.wake()
         await conn.close()
 
     async def singles(k: int) -> int:
         bench.progress(f"enqueue: {single} single inserts from {k} clients")
-        await asyncio.gather(*(one_client(owners[c], single // k) for c in range(k)))
+        async with waker.running(url) as wakes:
+            await asyncio.gather(*(one_client(owners[c], single // k, wakes) for c in range(k)))
+        return single // k * k
+
+    async def bare_client(n: int) -> None:
+        conn = await connect(url)
+        for _ in range(n):
+            await conn.execute("INSERT INTO bench_bare (at) VALUES (%(at)s)", {"at": slot()})
+        await conn.close()
+
+    async def bare(k: int) -> int:
+        bench.progress(f"enqueue: {single} bare inserts from {k} clients")
+        await asyncio.gather(*(bare_client(single // k) for _ in range(k)))
         return single // k * k
 
     async def bulk_insert() -> int:
@@ -344,18 +366,31 @@ def enqueue(bench: Bench, single: int = 4000, bulk: int = 100_000) -> list[Resul
         await conn.close()
         return bulk
 
+    # This machine's ceiling for the same clients: a one-row INSERT into a plain table,
+    # committed alone. The ratio travels between machines better than the rate does.
+    _sql(url, "CREATE TABLE bench_bare (id bigserial PRIMARY KEY, at timestamptz NOT NULL)")
     results = []
     for clients in ENQUEUE_CLIENTS:
         n, seconds = asyncio.run(_timed(functools.partial(singles, clients)))
-        results.append(
+        ceiling_n, ceiling_seconds = asyncio.run(_timed(functools.partial(bare, clients)))
+        rate, ceiling = n / seconds, ceiling_n / ceiling_seconds
+        results += [
             Result(
                 "enqueue",
-                f"single direct insert, {clients} client(s), one owner each",
-                n / seconds,
+                f"single direct insert, {clients} client(s), one owner each "
+                f"({rate / ceiling:.2f} of a bare insert)",
+                rate,
                 "runs/s",
-                {"runs": n, "clients": clients},
-            )
-        )
+                {"runs": n, "clients": clients, "ratio_to_bare": round(rate / ceiling, 3)},
+            ),
+            Result(
+                "enqueue",
+                f"bare one-row INSERT into a plain table, {clients} client(s)",
+                ceiling,
+                "rows/s",
+                {"rows": ceiling_n, "clients": clients},
+            ),
+        ]
     n, seconds = asyncio.run(_timed(bulk_insert))
     return [
         *results,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -10,7 +11,7 @@ from psycopg import errors as pg_errors
 
 from app import metrics
 from app.domain.job import JobSpec
-from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy, RunState
+from app.domain.models import ExecutorKind, JobState, MisfirePolicy, OverlapPolicy
 from app.domain.retry import RetryPolicy
 from app.errors import ConflictError, require_found
 from app.planner import plan, schedule_of
@@ -18,6 +19,7 @@ from app.settings import Settings
 from app.store import jobs, partitions, runs
 from app.store.clock import db_now
 from app.store.db import AsyncConn
+from app.store.waker import Waker
 
 
 @dataclass(frozen=True)
@@ -26,9 +28,13 @@ class Created:
     created: bool  # False: an earlier job with the same idempotency key
 
 
-async def create_job(conn: AsyncConn, owner_id: int, spec: JobSpec, settings: Settings) -> Created:
+async def create_job(
+    conn: AsyncConn, owner_id: int, spec: JobSpec, settings: Settings, waker: Waker | None = None
+) -> Created:
     """Insert the job and, in the same transaction, materialise its slots inside the
-    horizon, so a job due in a second is not left waiting for the next planner pass."""
+    horizon, so a job due in a second is not left waiting for the next planner pass.
+    With a `waker`, the workers' wake-up is sent through it after the commit (`conn` must
+    not be inside a transaction of the caller's)."""
     async with conn.transaction():
         now = await db_now(conn)
         first = spec.schedule.first_slot(now)
@@ -38,20 +44,27 @@ async def create_job(conn: AsyncConn, owner_id: int, spec: JobSpec, settings: Se
             existing = await jobs.get_by_idempotency_key(conn, owner_id, spec.idempotency_key)
             assert existing is not None
             return Created(existing, created=False)
-        await _plan_now(conn, row["id"], settings)
+        await _plan_now(conn, row["id"], settings, defer_wake=waker is not None)
+    if waker is not None:
+        waker.wake()
     metrics.JOBS_CREATED.inc()
     return Created(row, created=True)
 
 
-async def _plan_now(conn: AsyncConn, job_id: int, settings: Settings) -> None:
+async def _plan_now(
+    conn: AsyncConn, job_id: int, settings: Settings, *, defer_wake: bool = False
+) -> None:
     """Materialise a job's slots inside the horizon now, in the caller's transaction."""
+    planned = functools.partial(
+        plan, conn, horizon=settings.plan_horizon, limit=1, job_ids=[job_id], defer_wake=defer_wake
+    )
     try:
         async with conn.transaction():
-            await plan(conn, horizon=settings.plan_horizon, limit=1, job_ids=[job_id])
+            await planned()
     except pg_errors.CheckViolation:
         # No partition for the slot yet (a database no worker has kept): make them.
         await ensure_partitions(conn, settings)
-        await plan(conn, horizon=settings.plan_horizon, limit=1, job_ids=[job_id])
+        await planned()
 
 
 async def ensure_partitions(conn: AsyncConn, settings: Settings) -> int:
@@ -153,17 +166,29 @@ async def resume_job(
         return resumed
 
 
-async def trigger_job(conn: AsyncConn, job_id: int, *, owner_id: int | None) -> dict[str, Any]:
-    """A run now, outside the schedule (its overlap policy still applies)."""
+async def trigger_job(
+    conn: AsyncConn, job_id: int, *, owner_id: int | None, waker: Waker | None = None
+) -> dict[str, Any]:
+    """A run now, outside the schedule (its overlap policy still applies); `waker` as for
+    create_job."""
     async with conn.transaction():
         job = await _visible(conn, job_id, owner_id)
         if job["state"] == JobState.CANCELLED:
             raise ConflictError(f"job {job_id} is cancelled")
         now = await db_now(conn)
-        (run,) = await runs.insert_slots(
-            conn, [(job_id, job["owner_id"], now, job["priority"], RunState.QUEUED, None)]
+        run = await runs.insert_one(
+            conn,
+            job_id=job_id,
+            owner_id=job["owner_id"],
+            slot_at=now,
+            priority=job["priority"],
+            defer_wake=waker is not None,
         )
-        return run
+        if run is None:  # the same job triggered twice in one microsecond
+            raise ConflictError(f"job {job_id} was triggered at this instant already")
+    if waker is not None:
+        waker.wake()
+    return run
 
 
 async def edit_job(

@@ -67,8 +67,10 @@ async def plan(
     limit: int,
     job_ids: list[int] | None = None,
     now: datetime | None = None,
+    defer_wake: bool = False,
 ) -> PlanResult:
-    """One planning pass inside the caller's transaction."""
+    """One planning pass inside the caller's transaction (`defer_wake`: see
+    runs.insert_slots)."""
     claimed = await jobs.plan_claim(conn, horizon=horizon, limit=limit, job_ids=job_ids, now=now)
     slots: list[tuple[int, int, datetime, int, RunState, str | None]] = []
     cursors: list[tuple[int, datetime | None]] = []
@@ -84,7 +86,7 @@ async def plan(
             for slot in job_slots
         )
         cursors.append((row["id"], cursor))
-    inserted = await runs.insert_slots(conn, slots, now=now)
+    inserted = await runs.insert_slots(conn, slots, now=now, defer_wake=defer_wake)
     await jobs.plan_advance(conn, cursors)
     return PlanResult(jobs=len(claimed), slots=len(slots), inserted=len(inserted))
 

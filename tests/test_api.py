@@ -4,6 +4,7 @@ admin, idempotency, dead letters, and the live event stream."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -367,3 +368,43 @@ def test_event_stream_reports_finished_runs(api: str, worker: None) -> None:
     job = _ok(client.post("/api/v1/me/jobs", json={"message": "stream me"}), 201)
     thread.join(20)
     assert events and events[0]["job_id"] == job["id"] and events[0]["state"] == "succeeded"
+
+
+def test_runs_the_api_creates_wake_an_idle_worker_at_once(
+    api: str, settings: Settings, tmp_path: Path
+) -> None:
+    # This worker polls once an hour: only the API's wake-ups can start these runs soon.
+    slow = dataclasses.replace(settings, poll_interval=timedelta(hours=1))
+    proc = start_worker(slow, tmp_path / "worker.log")
+    try:
+        client = signup_and_login(api, "kim")
+        job = _ok(client.post("/api/v1/me/jobs", json={"message": "now"}), 201)
+        # The worker may still be starting here; by the triggers it has slept since.
+        runs_url = f"/api/v1/me/jobs/{job['id']}/runs"
+        wait_for("the first run", lambda: _ok(client.get(runs_url)), timeout=20)
+        for _ in range(3):
+            wait_for(
+                "the job's runs to finish",
+                lambda: all(r["state"] == "succeeded" for r in _ok(client.get(runs_url))),
+                timeout=20,
+            )
+            _ok(client.post(f"/api/v1/me/jobs/{job['id']}/trigger"), 201)
+        wait_for(
+            "the triggered runs to finish",
+            lambda: query(
+                settings.database_url or "",
+                "SELECT count(*) = 4 AS done FROM pgsched.runs "
+                "WHERE job_id = %(j)s AND state = 'succeeded'",
+                {"j": job["id"]},
+            )[0]["done"],
+            timeout=20,
+        )
+    finally:
+        stop(proc)
+    rows = query(
+        settings.database_url or "",
+        "SELECT extract(epoch FROM started_at - due_at) AS late FROM pgsched.runs "
+        "WHERE job_id = %(j)s ORDER BY id OFFSET 1",
+        {"j": job["id"]},
+    )
+    assert len(rows) == 3 and all(r["late"] < 2 for r in rows), rows

@@ -3,12 +3,13 @@ claim, SKIP LOCKED, fencing, heartbeat, reclaim, retries, dead letters, partitio
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 
 import psycopg
 
 from app.domain.models import Completion, LogLine, LogStream, RunState
-from app.store import partitions, runs
+from app.store import partitions, runs, waker
 from app.store.clock import db_now as _now
 from app.store.db import AsyncConn, connect
 from tests.conftest import run
@@ -313,3 +314,55 @@ def test_claim_walks_its_index_in_a_partition_without_statistics(db_url: str) ->
         assert "Sort" in default_nodes
     assert "Sort" not in claim_nodes and "Bitmap Heap Scan" not in claim_nodes
     assert "Index Scan" in claim_nodes
+
+
+def test_a_deferred_insert_wakes_workers_only_through_the_waker(db_url: str) -> None:
+    job = seed_runs(db_url, 1, due_in=3600)
+    (row,) = query(db_url, "SELECT owner_id FROM pgsched.jobs WHERE id = %(j)s", {"j": job})
+
+    async def main() -> None:
+        listener = await connect(db_url)
+        await listener.execute("LISTEN pgsched_runs")
+        await listener.execute("LISTEN test_marker")
+        conn = await connect(db_url)
+        start = await _now(conn)
+        taken = iter(range(1, 100))
+
+        async def insert(*, defer_wake: bool) -> None:
+            slot = start + timedelta(seconds=next(taken))
+            run_row = (job, row["owner_id"], slot, 0, RunState.QUEUED, None)
+            assert await runs.insert_slots(conn, [run_row], defer_wake=defer_wake)
+
+        async def heard() -> list[int]:
+            """Senders' pids of the wake-ups committed before a marker sent now (a listener
+            gets notifications in commit order)."""
+            await conn.execute("NOTIFY test_marker")
+            pids = []
+            async with contextlib.aclosing(listener.notifies(timeout=10)) as notes:
+                async for note in notes:
+                    if note.channel == "test_marker":
+                        return pids
+                    pids.append(note.pid)
+            raise AssertionError("the marker never came")
+
+        await insert(defer_wake=True)
+        assert await heard() == []
+        # The setting ends with its transaction: a plain insert on the same session (as
+        # at psql) and a default one wake the workers from the trigger, once each.
+        await conn.execute(
+            "INSERT INTO pgsched.runs (due_at, job_id, owner_id, slot_at) "
+            "VALUES (now() + interval '1 day', %(j)s, %(o)s, now() + interval '1 day')",
+            {"j": job, "o": row["owner_id"]},
+        )
+        await insert(defer_wake=False)
+        assert await heard() == [conn.info.backend_pid] * 2
+
+        await insert(defer_wake=True)
+        async with waker.running(db_url) as wakes:
+            wakes.wake()
+            async with contextlib.aclosing(listener.notifies(timeout=10)) as notes:
+                note = await anext(notes)
+        assert note.channel == "pgsched_runs" and note.pid != conn.info.backend_pid
+        assert await heard() == []  # one wake() is one NOTIFY
+
+    run(main())

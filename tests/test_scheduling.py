@@ -9,6 +9,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from app.domain.job import JobSpec
 from app.domain.models import ExecutorKind, MisfirePolicy, RunState
 from app.domain.retry import RetryPolicy
@@ -241,6 +243,49 @@ def test_fair_share_follows_weights(settings: Settings) -> None:
     share_b = owners[b] / 2000
     print(f"fair share: B (weight 3) got {share_b:.1%} of the first 2000, A {owners[a] / 2000:.1%}")
     assert 0.70 <= share_b <= 0.80
+
+
+def test_one_run_at_a_time_is_charged_as_a_batch_is(settings: Settings) -> None:
+    """runs_insert_one writes the fair-share rule of runs_insert_slots for a single run:
+    five runs inserted one by one carry the virtual finish times of five in a batch."""
+    url = settings.database_url or ""
+
+    async def main() -> None:
+        conn = await connect(url)
+        batch_owner = await _enqueue(conn, "batch", 2.5, 5)
+        single_owner = await _enqueue(conn, "single", 2.5, 0)
+
+        async def rows(sql: str, owner: int) -> list[dict[str, Any]]:
+            return await (await conn.execute(sql, (owner,))).fetchall()  # type: ignore[arg-type]
+
+        (job,) = await rows("SELECT id FROM pgsched.jobs WHERE owner_id = %s", single_owner)
+        base = datetime.now(UTC) - timedelta(seconds=30)
+        for i in range(5):
+            inserted = await runs.insert_one(
+                conn,
+                job_id=job["id"],
+                owner_id=single_owner,
+                slot_at=base + timedelta(microseconds=i),
+                priority=0,
+            )
+            assert inserted is not None and inserted["state"] == "queued"
+        vfts = {}
+        for owner in (batch_owner, single_owner):
+            ran = await rows(
+                "SELECT vft FROM pgsched.runs WHERE owner_id = %s ORDER BY slot_at", owner
+            )
+            (user,) = await rows("SELECT vfinish FROM pgsched.users WHERE id = %s", owner)
+            vfts[owner] = ([r["vft"] for r in ran], user["vfinish"])
+        assert vfts[batch_owner][0] == pytest.approx([0.4, 0.8, 1.2, 1.6, 2.0])
+        assert vfts[single_owner][0] == pytest.approx(vfts[batch_owner][0])
+        assert vfts[single_owner][1] == pytest.approx(vfts[batch_owner][1]) == 2.0
+        # the same slot twice is no second run
+        again = await runs.insert_one(
+            conn, job_id=job["id"], owner_id=single_owner, slot_at=base, priority=0
+        )
+        assert again is None
+
+    run(main())
 
 
 def test_small_user_is_not_starved_by_a_huge_backlog(settings: Settings) -> None:

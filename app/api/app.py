@@ -33,7 +33,7 @@ from app.errors import (
     AppError,
 )
 from app.settings import Settings
-from app.store import migrate
+from app.store import migrate, waker
 from app.store.db import create_pool, first_line, translate
 from app.worker.executors.python import import_modules
 
@@ -146,7 +146,9 @@ def create_app(settings: Settings, url: str) -> Litestar:
         app.state.events = hub
         hub_task = asyncio.create_task(hub.run(), name="event-hub")
         try:
-            yield
+            async with waker.running(url) as wakes:
+                app.state.waker = wakes  # create and trigger send their wake-ups through it
+                yield
         finally:
             hub_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

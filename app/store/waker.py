@@ -38,6 +38,10 @@ class Waker:
     async def run(self) -> None:
         """Send a NOTIFY whenever a wake-up is pending: each is sent after every commit
         whose wake() came before it, so no insert is left without one."""
+        # Connect now, not at the first wake-up, which would wait for it.
+        with contextlib.suppress(psycopg.Error):
+            async with self._conn.use():
+                pass
         while True:
             await self._pending.wait()
             if not await self._send():

@@ -336,7 +336,7 @@ def enqueue(bench: Bench, single: int = 4000, bulk: int = 100_000) -> list[Resul
                 priority=0,
                 defer_wake=True,
             )
-            wakes.wake()
+            wakes.wake(conn)
         await conn.close()
 
     async def singles(k: int) -> int:

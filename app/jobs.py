@@ -46,7 +46,7 @@ async def create_job(
             return Created(existing, created=False)
         await _plan_now(conn, row["id"], settings, defer_wake=waker is not None)
     if waker is not None:
-        waker.wake()
+        waker.wake(conn)
     metrics.JOBS_CREATED.inc()
     return Created(row, created=True)
 
@@ -187,7 +187,7 @@ async def trigger_job(
         if run is None:  # the same job triggered twice in one microsecond
             raise ConflictError(f"job {job_id} was triggered at this instant already")
     if waker is not None:
-        waker.wake()
+        waker.wake(conn)
     return run
 
 

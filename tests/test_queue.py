@@ -7,6 +7,7 @@ import contextlib
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+import pytest
 
 from app.domain.models import Completion, LogLine, LogStream, RunState
 from app.store import partitions, runs, waker
@@ -359,7 +360,10 @@ def test_a_deferred_insert_wakes_workers_only_through_the_waker(db_url: str) -> 
 
         await insert(defer_wake=True)
         async with waker.running(db_url) as wakes:
-            wakes.wake()
+            async with conn.transaction():
+                with pytest.raises(RuntimeError):  # too early: nothing is committed yet
+                    wakes.wake(conn)
+            wakes.wake(conn)
             async with contextlib.aclosing(listener.notifies(timeout=10)) as notes:
                 note = await anext(notes)
         assert note.channel == "pgsched_runs" and note.pid != conn.info.backend_pid

@@ -17,7 +17,7 @@ import psycopg
 import structlog
 
 from app.store import runs
-from app.store.db import OwnConnection, first_line
+from app.store.db import AsyncConn, OwnConnection, first_line
 
 # After a failed NOTIFY (the database restarting), wait this long before trying again.
 RETRY_SECONDS = 0.5
@@ -30,9 +30,11 @@ class Waker:
         self._conn = OwnConnection(url, name="pgsched-waker")
         self._pending = asyncio.Event()
 
-    def wake(self) -> None:
-        """Call after a transaction that inserted runs with `defer_wake` has committed
-        (never before: a worker woken early would not see the runs)."""
+    def wake(self, conn: AsyncConn) -> None:
+        """Call once `conn`'s transaction that inserted runs with `defer_wake` has
+        committed; never before, since a worker woken early would not see the runs."""
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            raise RuntimeError("Waker.wake before the inserting transaction committed")
         self._pending.set()
 
     async def run(self) -> None:

@@ -20,6 +20,7 @@ from app.store import jobs, partitions, runs
 from app.store.clock import db_now
 from app.store.db import AsyncConn
 from app.store.waker import Waker
+from app.store.waker import transaction as waker_transaction
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,8 @@ async def create_job(
 ) -> Created:
     """Insert the job and, in the same transaction, materialise its slots inside the
     horizon, so a job due in a second is not left waiting for the next planner pass.
-    With a `waker`, the workers' wake-up is sent through it after the commit (`conn` must
-    not be inside a transaction of the caller's)."""
-    async with conn.transaction():
+    With a `waker`, the workers' wake-up goes through it (waker.transaction)."""
+    async with waker_transaction(conn, waker) as defer_wake:
         now = await db_now(conn)
         first = spec.schedule.first_slot(now)
         row = await jobs.insert(conn, owner_id, spec, next_run_at=first)
@@ -44,9 +44,7 @@ async def create_job(
             existing = await jobs.get_by_idempotency_key(conn, owner_id, spec.idempotency_key)
             assert existing is not None
             return Created(existing, created=False)
-        await _plan_now(conn, row["id"], settings, defer_wake=waker is not None)
-    if waker is not None:
-        waker.wake(conn)
+        await _plan_now(conn, row["id"], settings, defer_wake=defer_wake)
     metrics.JOBS_CREATED.inc()
     return Created(row, created=True)
 
@@ -171,7 +169,7 @@ async def trigger_job(
 ) -> dict[str, Any]:
     """A run now, outside the schedule (its overlap policy still applies); `waker` as for
     create_job."""
-    async with conn.transaction():
+    async with waker_transaction(conn, waker) as defer_wake:
         job = await _visible(conn, job_id, owner_id)
         if job["state"] == JobState.CANCELLED:
             raise ConflictError(f"job {job_id} is cancelled")
@@ -182,12 +180,10 @@ async def trigger_job(
             owner_id=job["owner_id"],
             slot_at=now,
             priority=job["priority"],
-            defer_wake=waker is not None,
+            defer_wake=defer_wake,
         )
         if run is None:  # the same job triggered twice in one microsecond
             raise ConflictError(f"job {job_id} was triggered at this instant already")
-    if waker is not None:
-        waker.wake(conn)
     return run
 
 

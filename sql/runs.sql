@@ -324,9 +324,9 @@ SELECT greatest(%(slot_at)s::timestamptz, now() - %(margin)s::interval),
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, due_at, state
 
--- name: runs_wake :one
+-- name: runs_wake :exec
 -- Wake the workers for runs that deferred their trigger's NOTIFY (see runs_insert_slots).
-SELECT pg_notify('pgsched_runs', extract(epoch FROM now())::text) AS notified
+SELECT pg_notify('pgsched_runs', extract(epoch FROM now())::text)
 
 -- name: runs_skip_misfired :many
 -- Apply misfire policies to recurring jobs' first attempts still queued longer than the

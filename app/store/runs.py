@@ -15,7 +15,7 @@ from app.domain.models import (
     RunState,
 )
 from app.store.db import AsyncConn
-from app.store.queries import many, one
+from app.store.queries import exec_, many, one
 
 # Runs are never inserted due earlier than now() - this (runs_insert_slots clamps), which
 # makes `least(min queued due, now() - margin)` a safe lower bound for the claim.
@@ -161,6 +161,12 @@ async def queue_window(
     return row["floor"], row["ceiling"]
 
 
+def _wake_setting(defer_wake: bool) -> str:
+    """The statements' `pgsched.wake` for their transaction: 'deferred' tells the insert
+    trigger not to NOTIFY (migration 0006)."""
+    return "deferred" if defer_wake else ""
+
+
 async def insert_slots(
     conn: AsyncConn,
     slots: Sequence[tuple[int, int, datetime, int, RunState, str | None]],
@@ -185,7 +191,7 @@ async def insert_slots(
         errors=list(errors),
         margin=INSERT_MARGIN,
         now=now,
-        wake="deferred" if defer_wake else "",
+        wake=_wake_setting(defer_wake),
     )
 
 
@@ -207,12 +213,12 @@ async def insert_one(
         slot_at=slot_at,
         priority=priority,
         margin=INSERT_MARGIN,
-        wake="deferred" if defer_wake else "",
+        wake=_wake_setting(defer_wake),
     )
 
 
 async def wake(conn: AsyncConn) -> None:
-    await one(conn, "runs_wake")
+    await exec_(conn, "runs_wake")
 
 
 async def list_for_job(

@@ -81,3 +81,14 @@ async def running(url: str) -> AsyncIterator[Waker]:
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await waker.close()
+
+
+@contextlib.asynccontextmanager
+async def transaction(conn: AsyncConn, waker: Waker | None) -> AsyncIterator[bool]:
+    """`conn.transaction()` whose run inserts may leave their wake-up to `waker`: yields
+    whether they should (their `defer_wake`), and asks the waker once it has committed.
+    `conn` must not be inside a transaction of the caller's (wake refuses it)."""
+    async with conn.transaction():
+        yield waker is not None
+    if waker is not None:
+        waker.wake(conn)

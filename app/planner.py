@@ -88,7 +88,7 @@ async def plan(
         cursors.append((row["id"], cursor))
     inserted = await runs.insert_slots(conn, slots, now=now, defer_wake=defer_wake)
     await jobs.plan_advance(conn, cursors)
-    return PlanResult(jobs=len(claimed), slots=len(slots), inserted=len(inserted))
+    return PlanResult(jobs=len(claimed), slots=len(slots), inserted=inserted)
 
 
 # How many missed slots `run_all` catches up at most, per job (the latest ones).

@@ -10,7 +10,7 @@ from typing import Any
 from app.resources import resource_dir
 from app.store.db import AsyncConn
 
-_HEADER = re.compile(r"^--\s*name:\s*(?P<name>\w+)\s+:(?P<kind>one|many|exec)\s*$")
+_HEADER = re.compile(r"^--\s*name:\s*(?P<name>\w+)\s+:(?P<kind>one|many|execrows|exec)\s*$")
 
 
 @dataclass(frozen=True)
@@ -88,3 +88,9 @@ async def one(conn: AsyncConn, name: str, /, **params: Any) -> dict[str, Any] | 
 
 async def exec_(conn: AsyncConn, name: str, /, **params: Any) -> None:
     await conn.execute(q(name), params)
+
+
+async def execrows(conn: AsyncConn, name: str, /, **params: Any) -> int:
+    """How many rows a named INSERT/UPDATE/DELETE wrote, without returning them."""
+    cur = await conn.execute(q(name), params)
+    return cur.rowcount

@@ -15,7 +15,7 @@ from app.domain.models import (
     RunState,
 )
 from app.store.db import AsyncConn
-from app.store.queries import exec_, many, one
+from app.store.queries import exec_, execrows, many, one
 
 # Runs are never inserted due earlier than now() - this (runs_insert_slots clamps), which
 # makes `least(min queued due, now() - margin)` a safe lower bound for the claim.
@@ -173,14 +173,14 @@ async def insert_slots(
     *,
     now: datetime | None = None,
     defer_wake: bool = False,
-) -> list[dict[str, Any]]:
-    """Insert (job_id, owner_id, slot_at, priority, state, error) rows as first attempts.
-    With `defer_wake`, the workers are not woken by this transaction: the caller must call
-    Waker.wake after it commits."""
+) -> int:
+    """Insert (job_id, owner_id, slot_at, priority, state, error) rows as first attempts;
+    how many were new. With `defer_wake`, the workers are not woken by this transaction:
+    the caller must call Waker.wake after it commits."""
     if not slots:
-        return []
+        return 0
     job_ids, owner_ids, slot_ats, priorities, states, errors = zip(*slots, strict=True)
-    return await many(
+    return await execrows(
         conn,
         "runs_insert_slots",
         job_ids=list(job_ids),

@@ -771,6 +771,28 @@ def machine(bench: Bench, seconds: int = 10) -> list[Result]:
     ]
 
 
+# On a shared virtual machine the hypervisor lends its cores to other guests; the share
+# it took while a scenario ran tells how far that scenario's figures were held back.
+STOLEN_METRIC = "CPU time stolen by the hypervisor while it ran"
+
+
+def _cpu_times() -> list[int] | None:
+    """The aggregate CPU counters of /proc/stat (user ... steal), or None off Linux."""
+    try:
+        line = Path("/proc/stat").read_text().splitlines()[0]
+    except OSError:
+        return None
+    return [int(x) for x in line.split()[1:9]]
+
+
+def _stolen(before: list[int] | None, after: list[int] | None) -> float | None:
+    """Steal as a percentage of all CPU time between two _cpu_times readings."""
+    if before is None or after is None:
+        return None
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    return 100.0 * spent[7] / sum(spent) if sum(spent) else None
+
+
 SCENARIOS: dict[str, Callable[[Bench], list[Result]]] = {
     "machine": machine,
     "enqueue": enqueue,
@@ -800,7 +822,13 @@ def run_bench(server_url: str | None, names: list[str], progress: Progress) -> l
     results: list[Result] = []
     try:
         for name in names:
+            before = _cpu_times()
             results.extend(SCENARIOS[name](bench))
+            stolen = _stolen(before, _cpu_times())
+            if stolen is not None:
+                results.append(
+                    Result(name, STOLEN_METRIC, stolen, "%", {"of": "all CPU time, every core"})
+                )
     finally:
         bench.close()
     return results

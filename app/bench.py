@@ -190,8 +190,8 @@ def _wait_count(
     seen: Callable[[int], None] = lambda _: None,
 ) -> None:
     """Wait until `count_sql` counts at least `n`, asking on one connection: a connection
-    per poll forks a backend each time, and on a small machine that noise showed in the
-    lateness being measured (sparse p99 11-107 ms with it, see the README)."""
+    per poll forks a backend and plans the count afresh each time, work that competes
+    with the workers being measured on a small machine."""
     with psycopg.connect(url, autocommit=True) as conn:
 
         def reached() -> bool:

@@ -255,3 +255,16 @@ def test_bench_prints_a_table_writes_json_and_leaves_no_database(
     wrong = pgsched(env, "bench", "--url", server_url, "--scenario", "nope")
     assert wrong.returncode != 0 and len(wrong.stderr.strip().splitlines()) == 1, wrong.stderr
     assert "unknown scenario 'nope'" in wrong.stderr and "machine" in wrong.stderr
+
+
+def test_bench_reports_the_best_way_a_measure_was_taken() -> None:
+    from app.bench import Result, _best
+
+    tries = [
+        Result("drain", f"{w} workers x 200", rate, "runs/s", {"workers": w})
+        for w, rate in ((1, 17_000.0), (2, 24_000.0), (3, 19_000.0))
+    ]
+    best = _best(tries)
+    assert (best.scenario, best.value, best.unit) == ("drain", 24_000.0, "runs/s")
+    assert best.metric == "best of the above: 2 workers x 200"
+    assert best.detail == {"workers": 2}

@@ -742,7 +742,8 @@ def jobs_resume(ctx: click.Context, job_id: int) -> None:
 @click.pass_context
 def jobs_trigger(ctx: click.Context, job_id: int) -> None:
     """Run a job now, outside its schedule."""
-    run = _run(ctx, lambda c: trigger_job(c, job_id, owner_id=None))
+    settings = _settings(ctx)
+    run = _run(ctx, lambda c: trigger_job(c, job_id, settings, owner_id=None))
     click.echo(f"job {job_id} triggered: run {run['id']}")
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from psycopg import errors as pg_errors
 
@@ -22,6 +22,8 @@ from app.store.db import AsyncConn
 from app.store.waker import Waker
 from app.store.waker import transaction as waker_transaction
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class Created:
@@ -35,34 +37,48 @@ async def create_job(
     """Insert the job and, in the same transaction, materialise its slots inside the
     horizon, so a job due in a second is not left waiting for the next planner pass.
     With a `waker`, the workers' wake-up goes through it (waker.transaction)."""
-    async with waker_transaction(conn, waker) as defer_wake:
-        now = await db_now(conn)
-        first = spec.schedule.first_slot(now)
-        row = await jobs.insert(conn, owner_id, spec, next_run_at=first)
-        if row is None:
-            assert spec.idempotency_key is not None
-            existing = await jobs.get_by_idempotency_key(conn, owner_id, spec.idempotency_key)
-            assert existing is not None
-            return Created(existing, created=False)
-        await _plan_now(conn, row["id"], settings, defer_wake=defer_wake)
-    metrics.JOBS_CREATED.inc()
-    return Created(row, created=True)
+
+    async def attempt() -> Created:
+        async with waker_transaction(conn, waker) as defer_wake:
+            first = spec.schedule.first_slot(await db_now(conn))
+            row = await jobs.insert(conn, owner_id, spec, next_run_at=first)
+            if row is None:
+                assert spec.idempotency_key is not None
+                existing = await jobs.get_by_idempotency_key(conn, owner_id, spec.idempotency_key)
+                assert existing is not None
+                return Created(existing, created=False)
+            await _plan_now(conn, row["id"], settings, defer_wake=defer_wake)
+        return Created(row, created=True)
+
+    created = await _with_partitions(conn, settings, attempt)
+    if created.created:
+        metrics.JOBS_CREATED.inc()
+    return created
 
 
 async def _plan_now(
     conn: AsyncConn, job_id: int, settings: Settings, *, defer_wake: bool = False
 ) -> None:
     """Materialise a job's slots inside the horizon now, in the caller's transaction."""
-    planned = functools.partial(
-        plan, conn, horizon=settings.plan_horizon, limit=1, job_ids=[job_id], defer_wake=defer_wake
+    await plan(
+        conn, horizon=settings.plan_horizon, limit=1, job_ids=[job_id], defer_wake=defer_wake
     )
+
+
+async def _with_partitions(
+    conn: AsyncConn, settings: Settings, transaction: Callable[[], Awaitable[T]]
+) -> T:
+    """Run `transaction` (a whole one, on `conn`); if a run it inserted had no partition
+    to go to (a database no worker has kept lately), make the partitions and run it once
+    more. Retrying the whole transaction keeps a savepoint's two round trips off every
+    create."""
     try:
-        async with conn.transaction():
-            await planned()
-    except pg_errors.CheckViolation:
-        # No partition for the slot yet (a database no worker has kept): make them.
-        await ensure_partitions(conn, settings)
-        await planned()
+        return await transaction()
+    except pg_errors.CheckViolation as exc:
+        if not partitions.missing(exc):
+            raise
+    await ensure_partitions(conn, settings)
+    return await transaction()
 
 
 async def ensure_partitions(conn: AsyncConn, settings: Settings) -> int:
@@ -147,44 +163,57 @@ async def resume_job(
     conn: AsyncConn, job_id: int, settings: Settings, *, owner_id: int | None
 ) -> dict[str, Any]:
     """Plan again from now on: slots that fell inside the pause are not caught up."""
-    async with conn.transaction():
-        job = await _visible(conn, job_id, owner_id)
-        cursor = schedule_of(job).first_slot(await db_now(conn))
-        resumed = await jobs.set_state(
-            conn,
-            job_id,
-            owner_id=owner_id,
-            from_state=JobState.PAUSED,
-            to_state=JobState.ACTIVE,
-            next_run_at=cursor,
-        )
-        if resumed is None:
-            raise ConflictError(f"job {job_id} is {job['state']}, not paused")
-        await _plan_now(conn, job_id, settings)
-        return resumed
+
+    async def attempt() -> dict[str, Any]:
+        async with conn.transaction():
+            job = await _visible(conn, job_id, owner_id)
+            cursor = schedule_of(job).first_slot(await db_now(conn))
+            resumed = await jobs.set_state(
+                conn,
+                job_id,
+                owner_id=owner_id,
+                from_state=JobState.PAUSED,
+                to_state=JobState.ACTIVE,
+                next_run_at=cursor,
+            )
+            if resumed is None:
+                raise ConflictError(f"job {job_id} is {job['state']}, not paused")
+            await _plan_now(conn, job_id, settings)
+            return resumed
+
+    return await _with_partitions(conn, settings, attempt)
 
 
 async def trigger_job(
-    conn: AsyncConn, job_id: int, *, owner_id: int | None, waker: Waker | None = None
+    conn: AsyncConn,
+    job_id: int,
+    settings: Settings,
+    *,
+    owner_id: int | None,
+    waker: Waker | None = None,
 ) -> dict[str, Any]:
     """A run now, outside the schedule (its overlap policy still applies); `waker` as for
     create_job."""
-    async with waker_transaction(conn, waker) as defer_wake:
-        job = await _visible(conn, job_id, owner_id)
-        if job["state"] == JobState.CANCELLED:
-            raise ConflictError(f"job {job_id} is cancelled")
-        now = await db_now(conn)
-        run = await runs.insert_one(
-            conn,
-            job_id=job_id,
-            owner_id=job["owner_id"],
-            slot_at=now,
-            priority=job["priority"],
-            defer_wake=defer_wake,
-        )
-        if run is None:  # the same job triggered twice in one microsecond
-            raise ConflictError(f"job {job_id} was triggered at this instant already")
-    return run
+
+    async def attempt() -> dict[str, Any]:
+        async with waker_transaction(conn, waker) as defer_wake:
+            job = await _visible(conn, job_id, owner_id)
+            if job["state"] == JobState.CANCELLED:
+                raise ConflictError(f"job {job_id} is cancelled")
+            now = await db_now(conn)
+            run = await runs.insert_one(
+                conn,
+                job_id=job_id,
+                owner_id=job["owner_id"],
+                slot_at=now,
+                priority=job["priority"],
+                defer_wake=defer_wake,
+            )
+            if run is None:  # the same job triggered twice in one microsecond
+                raise ConflictError(f"job {job_id} was triggered at this instant already")
+        return run
+
+    return await _with_partitions(conn, settings, attempt)
 
 
 async def edit_job(
@@ -192,13 +221,17 @@ async def edit_job(
 ) -> dict[str, Any]:
     """Replace a job's definition; slots planned for the old schedule and not started
     are dropped, and the new schedule is planned from now."""
-    async with conn.transaction():
-        await _visible(conn, job_id, owner_id)
-        cursor = spec.schedule.first_slot(await db_now(conn))
-        updated = await jobs.update(conn, job_id, spec, owner_id=owner_id, next_run_at=cursor)
-        if updated is None:
-            raise ConflictError(f"job {job_id} is cancelled")
-        await runs.delete_queued_for_job(conn, job_id)
-        if updated["state"] == JobState.ACTIVE:
-            await _plan_now(conn, job_id, settings)
-        return updated
+
+    async def attempt() -> dict[str, Any]:
+        async with conn.transaction():
+            await _visible(conn, job_id, owner_id)
+            cursor = spec.schedule.first_slot(await db_now(conn))
+            updated = await jobs.update(conn, job_id, spec, owner_id=owner_id, next_run_at=cursor)
+            if updated is None:
+                raise ConflictError(f"job {job_id} is cancelled")
+            await runs.delete_queued_for_job(conn, job_id)
+            if updated["state"] == JobState.ACTIVE:
+                await _plan_now(conn, job_id, settings)
+            return updated
+
+    return await _with_partitions(conn, settings, attempt)

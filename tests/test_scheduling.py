@@ -9,6 +9,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
 from app.domain.job import JobSpec
@@ -18,7 +19,7 @@ from app.domain.schedule import Schedule
 from app.jobs import create_job, edit_job, pause_job, resume_job, trigger_job
 from app.planner import plan, skip_misfired
 from app.settings import Settings
-from app.store import runs, users
+from app.store import partitions, runs, users
 from app.store.clock import db_now
 from app.store.db import AsyncConn, connect
 from tests.conftest import run
@@ -376,7 +377,7 @@ def test_pause_resume_trigger_and_edit(settings: Settings) -> None:
         assert await _queued(conn, job_id) == []
         await resume_job(conn, job_id, settings, owner_id=None)
         assert len(await _queued(conn, job_id)) == len(queued)
-        run_row = await trigger_job(conn, job_id, owner_id=None)
+        run_row = await trigger_job(conn, job_id, settings, owner_id=None)
         assert run_row["state"] == "queued"
         # Edit to every 5 minutes: the per-minute slots are gone, the new ones planned.
         from app.jobs import spec_of
@@ -402,3 +403,42 @@ async def _queued(conn: AsyncConn, job_id: int) -> list[Any]:
         (job_id,),
     )
     return [r["slot_at"] for r in await cur.fetchall()]
+
+
+def test_job_actions_make_the_partitions_their_runs_need(settings: Settings) -> None:
+    """A database no worker has kept lately has no partition for now: create, trigger,
+    resume and edit make them and retry their whole transaction, where a savepoint used
+    to cost every create two round trips; a CHECK violation is not taken for one."""
+    url = settings.database_url or ""
+    none_left = "SELECT pgsched.drop_partitions(now() + interval '100 days')"
+    count = "SELECT count(*) AS n FROM pgsched.partitions"
+
+    async def main() -> None:
+        conn = await connect(url)
+        user = await users.ensure(conn, "kept-by-nobody")
+        query(url, none_left)
+        assert query(url, count)[0]["n"] == 0
+        spec = _spec(Schedule.cron_expr("* * * * *"))
+        created = await create_job(conn, user["id"], spec, settings)
+        job_id = created.job["id"]
+        assert created.created and len(await _queued(conn, job_id)) >= 9
+        assert query(url, count)[0]["n"] > 0
+        query(url, none_left)
+        assert (await trigger_job(conn, job_id, settings, owner_id=None))["state"] == "queued"
+        await pause_job(conn, job_id, owner_id=None)
+        query(url, none_left)
+        await resume_job(conn, job_id, settings, owner_id=None)
+        assert len(await _queued(conn, job_id)) >= 9
+        query(url, none_left)
+        await edit_job(conn, job_id, spec, settings, owner_id=None)
+        assert len(await _queued(conn, job_id)) >= 9
+        jobs_made = query(url, "SELECT count(*) AS n FROM pgsched.jobs")[0]["n"]
+        assert jobs_made == 1  # each retry rolled its first try back whole
+        with pytest.raises(psycopg.errors.CheckViolation) as raised:
+            await conn.execute(
+                "UPDATE pgsched.users SET job_weight = 0 WHERE id = %s", (user["id"],)
+            )
+        assert not partitions.missing(raised.value)
+        await conn.close()
+
+    run(main())

@@ -307,8 +307,11 @@ class JobsController(Authenticated):
     async def trigger(
         self, request: Request[Any, Any, Any], user: CurrentUser, job_id: Id
     ) -> Envelope[RunOut]:
+        settings: Settings = request.app.state.settings
         async with pool_of(request).connection() as conn:
-            run = await trigger_job(conn, job_id, owner_id=user.id, waker=request.app.state.waker)
+            run = await trigger_job(
+                conn, job_id, settings, owner_id=user.id, waker=request.app.state.waker
+            )
             row = await runs.get(conn, run["id"], owner_id=user.id)
         assert row is not None
         return Envelope(out(RunOut, row))

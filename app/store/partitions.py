@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import psycopg
+from psycopg import errors as pg_errors
+
 from app.store.db import AsyncConn
 from app.store.queries import many, one
 
@@ -25,3 +28,9 @@ async def drop_expired(
 ) -> list[str]:
     rows = await many(conn, "partitions_drop_expired", retention=retention, now=now)
     return [r["suffix"] for r in rows]
+
+
+def missing(exc: psycopg.Error) -> bool:
+    """Whether `exc` says a row had no partition to go to: a CHECK violation that names no
+    constraint (its message text may be translated, so it is not read)."""
+    return isinstance(exc, pg_errors.CheckViolation) and exc.diag.constraint_name is None

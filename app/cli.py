@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import json
 import os
@@ -391,7 +390,7 @@ def bench(bench_url: str | None, scenarios: tuple[str, ...], json_path: str | No
     click.echo("", err=True)
     click.echo(markdown(results))
     if json_path:
-        Path(json_path).write_text(to_json([dataclasses.asdict(r) for r in results]))
+        Path(json_path).write_text(to_json([r.as_dict() for r in results]))
 
 
 # -- jobs --------------------------------------------------------------------------------

@@ -257,14 +257,22 @@ def test_bench_prints_a_table_writes_json_and_leaves_no_database(
     assert "unknown scenario 'nope'" in wrong.stderr and "machine" in wrong.stderr
 
 
-def test_bench_reports_the_best_way_a_measure_was_taken() -> None:
-    from app.bench import Result, _best
+def test_bench_judges_its_best_figures_against_the_issue_targets() -> None:
+    from app.bench import Result, Target, _best, markdown
 
     tries = [
         Result("drain", f"{w} workers x 200", rate, "runs/s", {"workers": w})
         for w, rate in ((1, 17_000.0), (2, 24_000.0), (3, 19_000.0))
     ]
-    best = _best(tries)
+    best = _best(tries, Target(at_least=15_000))
     assert (best.scenario, best.value, best.unit) == ("drain", 24_000.0, "runs/s")
     assert best.metric == "best of the above: 2 workers x 200"
-    assert best.detail == {"workers": 2}
+    assert best.detail == {"workers": 2} and best.met is True
+    late = Result("punctuality", "dense p99", 12.5, "ms", target=Target(at_most=10))
+    assert late.met is False and tries[0].met is None
+    rows = markdown([*tries, best, late]).splitlines()
+    assert rows[0] == "| scenario | measure | result | target | met |"
+    assert rows[2].endswith("| 17,000.00 runs/s |  |  |")
+    assert rows[5].endswith("| 24,000.00 runs/s | ≥ 15,000 runs/s | yes |")
+    assert rows[6].endswith("| 12.50 ms | ≤ 10 ms | **no** |")
+    assert late.as_dict()["target"] == "≤ 10" and late.as_dict()["met"] is False

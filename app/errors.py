@@ -38,6 +38,13 @@ class ConflictError(AppError):
     code = "conflict"
 
 
+class BenchFailed(AppError):
+    """A benchmark could not measure what it set out to (a worker died, a wait timed out,
+    a run was not executed exactly once): its figures would mean nothing."""
+
+    code = "bench_failed"
+
+
 class ForbiddenError(AppError):
     code = "forbidden"
 
